@@ -1,0 +1,67 @@
+//! Wire contracts shared by the voxgate relay and transceiver, as pure codecs with no I/O.
+//!
+//! Three codecs, in the order a client's packets meet them:
+//!
+//! 1. [`hint`]: at signaling, the transceiver [`mint`]s the server ICE ufrag. It is an
+//!    encrypted, authenticated routing hint (cluster id + owning media-loop address) under a
+//!    fleet key shared by relays and transceivers, spelled in ICE characters.
+//! 2. [`stun_username`]: the client's first STUN Binding request reaches a relay. The relay
+//!    reads its USERNAME in place ([`server_ufrag`]), decodes the hint with no lookup
+//!    ([`decode`]), and creates a flow only if it authenticates. The transceiver uses the same
+//!    reader to find the session a check belongs to.
+//! 3. [`relay_header`]: the relay forwards every datagram of the flow to the transceiver loop
+//!    behind a small [`RelayHeader`] carrying the client address; the transceiver answers
+//!    through the relay with the same header, direction flipped. The header's first byte lies
+//!    outside the RFC 7983 ranges, so relayed and direct packets share one socket.
+//!
+//! Every decoder takes `&[u8]`, returns borrowed views or small `Copy` values, never
+//! allocates and never panics, whatever the input; errors are typed and carry a short
+//! `as_str()` label for drop counters.
+//!
+//! ```
+//! use voxgate_proto::{decode, mint, server_ufrag, Direction, FleetKey, Keyring, RelayHeader, RoutingHint};
+//!
+//! let key = FleetKey::new(1, [7; 32]); // from the fleet secret, never from code
+//! let hint = RoutingHint { cluster_id: 3, loop_addr: "10.0.0.5:40001".parse().unwrap() };
+//! // Transceiver, at signaling (the nonce comes from a CSPRNG):
+//! let ufrag = mint(&key, &hint, [0x5a; 12]);
+//!
+//! // Client -> relay: a Binding request whose USERNAME is "<server ufrag>:<client ufrag>".
+//! let username = format!("{ufrag}:cli1");
+//! let mut stun = vec![0x00, 0x01, 0, 0, 0x21, 0x12, 0xA4, 0x42];
+//! stun.extend_from_slice(&[0; 12]); // transaction id
+//! stun.extend_from_slice(&[0x00, 0x06, 0, username.len() as u8]);
+//! stun.extend_from_slice(username.as_bytes());
+//! stun.resize(stun.len().next_multiple_of(4), 0);
+//! let len = (stun.len() - 20) as u16;
+//! stun[2..4].copy_from_slice(&len.to_be_bytes());
+//!
+//! // Relay: route with no lookup, then frame the datagram for the transceiver loop.
+//! let route = decode(&Keyring::new(key), server_ufrag(&stun).unwrap()).unwrap();
+//! assert_eq!(route, hint);
+//! let header = RelayHeader { direction: Direction::ToTransceiver, client: "198.51.100.7:5000".parse().unwrap() };
+//! let mut out = [0u8; 1500];
+//! let n = header.encode(&mut out).unwrap();
+//! out[n..n + stun.len()].copy_from_slice(&stun);
+//!
+//! // Transceiver: unframe, and see the client address and the original datagram.
+//! let (got, payload) = RelayHeader::decode(&out[..n + stun.len()]).unwrap();
+//! assert_eq!(got.client, header.client);
+//! assert_eq!(payload, &stun[..]);
+//! ```
+
+pub mod hint;
+pub mod relay_header;
+pub mod stun_username;
+
+pub use hint::{
+    decode, mint, mint_into, FleetKey, HintError, KeyError, Keyring, RoutingHint, MAX_UFRAG_LEN,
+    NONCE_LEN,
+};
+pub use relay_header::{
+    is_relay_framed, Direction, HeaderError, RelayHeader, MAGIC_V1, MAX_HEADER_LEN,
+};
+pub use stun_username::{
+    binding_request_username, looks_like_stun, server_ufrag, split_username, StunError,
+    MAGIC_COOKIE,
+};

@@ -1,0 +1,203 @@
+//! Command-line and environment configuration of the transceiver.
+//!
+//! Every flag has an environment twin (`--signal-listen` ↔ `VOXGATE_SIGNAL_LISTEN`), so a
+//! container is configured through env vars and mounted secret files alone.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use voxgate_proto::hint::FleetKey;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// voxgate transceiver: terminates WebRTC (ICE-lite, DTLS-SRTP, Opus, data channels) for many
+/// sessions on one UDP socket per media loop, with WHIP-style HTTP signaling.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "transceiver", version, about, long_about = None)]
+pub struct Config {
+    /// HTTP signaling address (POST /v1/sessions, /healthz, /readyz, /metrics, the demo page at /).
+    #[arg(long, env = "VOXGATE_SIGNAL_LISTEN", default_value = "127.0.0.1:8080")]
+    pub signal_listen: SocketAddr,
+
+    /// UDP address of media loop 0; loop i binds the same IP on PORT+i.
+    #[arg(long, env = "VOXGATE_MEDIA_LISTEN", default_value = "127.0.0.1:40000")]
+    pub media_listen: SocketAddr,
+
+    /// Number of media loops (threads, each with its own UDP socket). Default: one per core.
+    #[arg(long, env = "VOXGATE_LOOPS")]
+    pub loops: Option<usize>,
+
+    /// Do not pin media loops to CPU cores.
+    #[arg(long, env = "VOXGATE_NO_PIN", default_value_t = false)]
+    pub no_pin: bool,
+
+    /// Addresses put in the answer's ICE candidates, comma separated, used as-is for every loop
+    /// (typically the relay's public address). Default: each loop's own socket address.
+    #[arg(long, env = "VOXGATE_ADVERTISE", value_delimiter = ',')]
+    pub advertise: Vec<SocketAddr>,
+
+    /// Maximum concurrent sessions; beyond it POST answers 503 with Retry-After.
+    #[arg(long, env = "VOXGATE_MAX_SESSIONS", default_value_t = 1000)]
+    pub max_sessions: usize,
+
+    /// Bearer token required on /v1/* when set.
+    #[arg(long, env = "VOXGATE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// Fleet key shared with relays (64 hex chars). Random per process when absent and no file.
+    #[arg(
+        long,
+        env = "VOXGATE_FLEET_KEY",
+        hide_env_values = true,
+        conflicts_with = "fleet_key_file"
+    )]
+    pub fleet_key: Option<String>,
+
+    /// File holding the fleet key as 64 hex chars (e.g. a mounted secret).
+    #[arg(long, env = "VOXGATE_FLEET_KEY_FILE")]
+    pub fleet_key_file: Option<PathBuf>,
+
+    /// Key id of the fleet key, carried in clear in every hint so relays can rotate keys.
+    #[arg(long, env = "VOXGATE_FLEET_KEY_ID", default_value_t = 1)]
+    pub fleet_key_id: u8,
+
+    /// Cluster id written into routing hints (relays forward other clusters' hints onward).
+    #[arg(long, env = "VOXGATE_CLUSTER_ID", default_value_t = 0)]
+    pub cluster_id: u32,
+
+    /// Seconds a new session may take to connect (ICE + DTLS) before it is ended.
+    #[arg(long, env = "VOXGATE_CONNECT_TIMEOUT_SECS", default_value_t = 20)]
+    pub connect_timeout_secs: u64,
+
+    /// Largest accepted signaling request body, in bytes.
+    #[arg(long, env = "VOXGATE_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Log format.
+    #[arg(long, env = "VOXGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--loops must be between 1 and 256")]
+    BadLoopCount,
+    #[error("media port range {0}..{0}+{1} overflows")]
+    PortOverflow(u16, usize),
+    #[error("cannot read fleet key file {path}: {source}")]
+    KeyFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid fleet key: {0}")]
+    Key(#[from] voxgate_proto::hint::KeyError),
+}
+
+/// Where the fleet key came from: relays can only decode hints of a shared key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySource {
+    Flag,
+    File,
+    RandomPerProcess,
+}
+
+impl Config {
+    pub fn loop_count(&self) -> Result<usize, ConfigError> {
+        let n = self.loops.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        });
+        if n == 0 || n > 256 {
+            return Err(ConfigError::BadLoopCount);
+        }
+        if usize::from(self.media_listen.port()) + n > usize::from(u16::MAX) + 1 {
+            return Err(ConfigError::PortOverflow(self.media_listen.port(), n));
+        }
+        Ok(n)
+    }
+
+    /// The socket address media loop `i` binds.
+    pub fn loop_listen(&self, i: usize) -> SocketAddr {
+        let mut addr = self.media_listen;
+        if addr.port() != 0 {
+            addr.set_port(addr.port() + i as u16);
+        }
+        addr
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs(self.connect_timeout_secs.max(1))
+    }
+
+    pub fn fleet_key(&self) -> Result<(FleetKey, KeySource), ConfigError> {
+        if let Some(hex) = &self.fleet_key {
+            return Ok((FleetKey::from_hex(self.fleet_key_id, hex)?, KeySource::Flag));
+        }
+        if let Some(path) = &self.fleet_key_file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::KeyFile {
+                path: path.clone(),
+                source,
+            })?;
+            return Ok((
+                FleetKey::from_hex(self.fleet_key_id, &text)?,
+                KeySource::File,
+            ));
+        }
+        let key: [u8; 32] = rand::random();
+        Ok((
+            FleetKey::new(self.fleet_key_id, key),
+            KeySource::RandomPerProcess,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Config {
+        let mut v = vec!["transceiver"];
+        v.extend_from_slice(args);
+        Config::try_parse_from(v).expect("valid args")
+    }
+
+    #[test]
+    fn loops_bind_consecutive_ports() {
+        let c = parse(&["--media-listen", "127.0.0.1:5000", "--loops", "3"]);
+        assert_eq!(c.loop_count().unwrap(), 3);
+        assert_eq!(c.loop_listen(2), "127.0.0.1:5002".parse().unwrap());
+    }
+
+    #[test]
+    fn port_range_overflow_is_an_error() {
+        let c = parse(&["--media-listen", "127.0.0.1:65535", "--loops", "2"]);
+        assert!(matches!(c.loop_count(), Err(ConfigError::PortOverflow(..))));
+    }
+
+    #[test]
+    fn advertise_takes_a_comma_list() {
+        let c = parse(&["--advertise", "10.0.0.1:3478,[::1]:3478"]);
+        assert_eq!(c.advertise.len(), 2);
+    }
+
+    #[test]
+    fn bad_fleet_key_is_rejected_without_echoing_it() {
+        let c = parse(&["--fleet-key", "zz-not-hex-secret"]);
+        let err = c.fleet_key().unwrap_err().to_string();
+        assert!(!err.contains("zz-not-hex-secret"), "{err}");
+    }
+
+    #[test]
+    fn absent_fleet_key_is_random_per_process() {
+        let c = parse(&[]);
+        let (_, source) = c.fleet_key().unwrap();
+        assert_eq!(source, KeySource::RandomPerProcess);
+    }
+}

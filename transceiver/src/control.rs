@@ -1,0 +1,279 @@
+//! The control plane: admission, session creation and the commands sent to media loops.
+//!
+//! Signaling (HTTP) calls into this; it turns each failure into a typed [`ControlError`] that
+//! the HTTP edge maps to a status code. Expensive work (str0m accepting an offer) runs on
+//! tokio's blocking pool so neither the async runtime nor a media loop waits on it.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use str0m::config::DtlsCert;
+use tokio::sync::{mpsc, oneshot};
+use voxgate_proto::hint::{self, FleetKey, RoutingHint, NONCE_LEN};
+
+use crate::media_loop::{Command, LoopEvent, LoopHandle};
+use crate::metrics::Metrics;
+use crate::offer::{validate_offer, OfferError};
+use crate::registry::Registry;
+use crate::session::{Session, SessionError, SessionId, SessionParams, SessionSnapshot};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("{0}")]
+    BadOffer(#[from] OfferError),
+    #[error("offer rejected: {0}")]
+    Rejected(String),
+    #[error("server at capacity ({0} sessions)")]
+    AtCapacity(usize),
+    #[error("server is draining; try another instance")]
+    Draining,
+    #[error("media loop {0} is overloaded")]
+    LoopBusy(usize),
+    #[error("no such session")]
+    NotFound,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// An answered offer.
+pub struct Created {
+    pub id: SessionId,
+    pub answer: String,
+}
+
+pub struct ControlPlaneConfig {
+    pub fleet_key: FleetKey,
+    pub cluster_id: u32,
+    /// Candidates for every loop; empty = each loop's own socket address.
+    pub advertise: Vec<SocketAddr>,
+    pub connect_timeout: Duration,
+    pub max_sessions: usize,
+}
+
+pub struct ControlPlane {
+    loops: Vec<LoopHandle>,
+    registry: Registry,
+    pub metrics: Arc<Metrics>,
+    config: ControlPlaneConfig,
+    cert: DtlsCert,
+    serial: AtomicU64,
+    draining: AtomicBool,
+}
+
+impl ControlPlane {
+    pub fn new(
+        loops: Vec<LoopHandle>,
+        metrics: Arc<Metrics>,
+        config: ControlPlaneConfig,
+    ) -> Result<Self, ControlError> {
+        // One DTLS certificate for the process: generating one per session would cost
+        // milliseconds of setup latency, and the fingerprint in each answer still binds it.
+        let cert = str0m::crypto::from_feature_flags()
+            .dtls_provider
+            .generate_certificate()
+            .ok_or_else(|| ControlError::Internal("DTLS certificate generation failed".into()))?;
+        Ok(ControlPlane {
+            registry: Registry::new(loops.len(), config.max_sessions),
+            loops,
+            metrics,
+            config,
+            cert,
+            serial: AtomicU64::new(1),
+            draining: AtomicBool::new(false),
+        })
+    }
+
+    pub fn loops(&self) -> &[LoopHandle] {
+        &self.loops
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.registry.len()
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    fn candidates_for(&self, loop_index: usize) -> Vec<SocketAddr> {
+        if self.config.advertise.is_empty() {
+            vec![self.loops[loop_index].local_addr]
+        } else {
+            self.config.advertise.clone()
+        }
+    }
+
+    /// Mints fresh ICE credentials whose ufrag routes to `loop_index`.
+    fn mint_credentials(&self, loop_index: usize) -> (String, String) {
+        let hint = RoutingHint {
+            cluster_id: self.config.cluster_id,
+            loop_addr: self.loops[loop_index].local_addr,
+        };
+        let nonce: [u8; NONCE_LEN] = rand::random();
+        let ufrag = hint::mint(&self.config.fleet_key, &hint, nonce);
+        (ufrag, random_ice_password())
+    }
+
+    pub async fn create(&self, body: &[u8]) -> Result<Created, ControlError> {
+        if self.is_draining() {
+            return Err(ControlError::Draining);
+        }
+        let (offer, _summary) = validate_offer(body)?;
+        let reservation = self
+            .registry
+            .reserve()
+            .ok_or(ControlError::AtCapacity(self.config.max_sessions))?;
+        let loop_index = reservation.loop_index;
+        let id = SessionId::random();
+        let (ufrag, pass) = self.mint_credentials(loop_index);
+        let params = SessionParams {
+            id,
+            ufrag,
+            pass,
+            cert: self.cert.clone(),
+            candidates: self.candidates_for(loop_index),
+            connect_timeout: self.config.connect_timeout,
+        };
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        let accepted = tokio::task::spawn_blocking(move || {
+            Session::accept(Instant::now(), serial, params, offer)
+        })
+        .await
+        .map_err(|e| ControlError::Internal(e.to_string()));
+        let (session, answer) = match accepted {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                self.registry.cancel(reservation);
+                return Err(ControlError::Rejected(e.to_string()));
+            }
+            Err(e) => {
+                self.registry.cancel(reservation);
+                return Err(e);
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::Insert {
+            session: Box::new(session),
+            reply: tx,
+        };
+        if let Err(e) = self.loops[loop_index].send(cmd) {
+            self.registry.cancel(reservation);
+            return Err(ControlError::LoopBusy(e.0));
+        }
+        // Commit before awaiting: the loop may end the session (and report it) at any time
+        // after inserting it.
+        self.registry.commit(reservation, id);
+        if rx.await.is_err() {
+            self.registry.remove(id);
+            return Err(ControlError::Internal("media loop stopped".into()));
+        }
+        self.metrics.session_created();
+        tracing::info!(session = %id, loop_index, "session created");
+        Ok(Created { id, answer })
+    }
+
+    pub async fn delete(&self, id: SessionId) -> Result<(), ControlError> {
+        let loop_index = self.registry.loop_of(id).ok_or(ControlError::NotFound)?;
+        let (tx, rx) = oneshot::channel();
+        self.loops[loop_index]
+            .send(Command::Delete { id, reply: tx })
+            .map_err(|e| ControlError::LoopBusy(e.0))?;
+        let found = rx.await.unwrap_or(false);
+        // The loop reports the end too; removing here makes DELETE's effect visible at once.
+        self.registry.remove(id);
+        if found {
+            Ok(())
+        } else {
+            Err(ControlError::NotFound)
+        }
+    }
+
+    pub async fn snapshot(&self, id: SessionId) -> Result<SessionSnapshot, ControlError> {
+        let loop_index = self.registry.loop_of(id).ok_or(ControlError::NotFound)?;
+        let (tx, rx) = oneshot::channel();
+        self.loops[loop_index]
+            .send(Command::Snapshot { id, reply: tx })
+            .map_err(|e| ControlError::LoopBusy(e.0))?;
+        rx.await.ok().flatten().ok_or(ControlError::NotFound)
+    }
+
+    /// ICE restart: the session stays on its loop; a new ufrag is minted for that loop.
+    pub async fn ice_restart(&self, id: SessionId, body: &[u8]) -> Result<String, ControlError> {
+        let (offer, _) = validate_offer(body)?;
+        let loop_index = self.registry.loop_of(id).ok_or(ControlError::NotFound)?;
+        let (ufrag, pass) = self.mint_credentials(loop_index);
+        let (tx, rx) = oneshot::channel();
+        let cmd = Command::IceRestart {
+            id,
+            offer: Box::new(offer),
+            ufrag,
+            pass,
+            reply: tx,
+        };
+        self.loops[loop_index]
+            .send(cmd)
+            .map_err(|e| ControlError::LoopBusy(e.0))?;
+        match rx.await.ok().flatten() {
+            None => Err(ControlError::NotFound),
+            Some(Ok(answer)) => Ok(answer),
+            Some(Err(SessionError::NotConnected)) => Err(ControlError::Conflict(
+                SessionError::NotConnected.to_string(),
+            )),
+            Some(Err(e)) => Err(ControlError::Rejected(e.to_string())),
+        }
+    }
+
+    /// Applies loop events until every loop has stopped.
+    pub async fn run_events(self: Arc<Self>, mut events: mpsc::Receiver<LoopEvent>) {
+        while let Some(ev) = events.recv().await {
+            match ev {
+                LoopEvent::Ended { id, reason } => {
+                    self.registry.remove(id);
+                    self.metrics.session_ended(reason.as_str());
+                }
+            }
+        }
+    }
+
+    /// Ends every session and stops the loops (graceful shutdown).
+    pub fn shutdown_loops(&self) {
+        for l in &self.loops {
+            if l.send(Command::Shutdown).is_err() {
+                tracing::warn!(loop_index = l.index, "could not signal media loop shutdown");
+            }
+        }
+    }
+}
+
+/// A random ICE password: 24 chars of the ICE alphabet (RFC 8839 asks for at least 22).
+fn random_ice_password() -> String {
+    const ICE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes: [u8; 24] = rand::random();
+    bytes
+        .iter()
+        .map(|b| ICE[(*b & 63) as usize] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ice_password_uses_ice_chars_and_is_long_enough() {
+        let p = random_ice_password();
+        assert_eq!(p.len(), 24);
+        assert!(p
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/'));
+        assert_ne!(p, random_ice_password());
+    }
+}

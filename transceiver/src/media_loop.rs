@@ -1,0 +1,453 @@
+//! A media loop: one thread, one `mio::Poll`, one UDP socket, and the sessions it owns.
+//!
+//! Packet path: `read_socket` → `on_datagram` (demux by ufrag or client address) →
+//! `Session::handle_datagram` → `drive` (drain str0m output, send, reschedule). Timers and
+//! control-plane commands run between socket batches. Nothing here blocks: commands arrive on
+//! a bounded channel plus a `mio::Waker`, and events leave through `try_send`.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use mio::net::UdpSocket;
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+use str0m::change::SdpOffer;
+use str0m::net::Transmit;
+use tokio::sync::{mpsc, oneshot};
+use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
+
+use crate::demux::{Demux, SessionKey};
+use crate::metrics::{DropReason, LoopCounters, LoopMetrics};
+use crate::session::{EndReason, Session, SessionError, SessionId, SessionSnapshot};
+use crate::timers::Timers;
+
+const SOCKET: Token = Token(0);
+const WAKER: Token = Token(1);
+/// Larger than any WebRTC datagram; a datagram that fills it was truncated.
+const RECV_BUF: usize = 2048;
+const COMMAND_QUEUE: usize = 1024;
+const SOCKET_BUFFER_BYTES: usize = 4 << 20;
+
+/// Work the control plane hands to a loop.
+pub enum Command {
+    Insert {
+        session: Box<Session>,
+        reply: oneshot::Sender<()>,
+    },
+    Delete {
+        id: SessionId,
+        reply: oneshot::Sender<bool>,
+    },
+    Snapshot {
+        id: SessionId,
+        reply: oneshot::Sender<Option<SessionSnapshot>>,
+    },
+    IceRestart {
+        id: SessionId,
+        offer: Box<SdpOffer>,
+        ufrag: String,
+        pass: String,
+        reply: oneshot::Sender<Option<Result<String, SessionError>>>,
+    },
+    Shutdown,
+}
+
+/// What a loop tells the control plane.
+#[derive(Debug, Clone, Copy)]
+pub enum LoopEvent {
+    Ended { id: SessionId, reason: EndReason },
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("media loop {0} command queue is full")]
+pub struct LoopBusy(pub usize);
+
+/// The control plane's handle to one loop.
+pub struct LoopHandle {
+    pub index: usize,
+    pub local_addr: SocketAddr,
+    tx: SyncSender<Command>,
+    waker: Arc<Waker>,
+}
+
+impl LoopHandle {
+    pub fn send(&self, cmd: Command) -> Result<(), LoopBusy> {
+        match self.tx.try_send(cmd) {
+            Ok(()) => {
+                // A failed wake only delays the command to the loop's next wakeup.
+                let _ = self.waker.wake();
+                Ok(())
+            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                Err(LoopBusy(self.index))
+            }
+        }
+    }
+}
+
+pub struct LoopSpec {
+    pub index: usize,
+    pub bind: SocketAddr,
+    pub core: Option<core_affinity::CoreId>,
+    pub metrics: LoopMetrics,
+    pub events: mpsc::Sender<LoopEvent>,
+}
+
+/// Binds the loop's socket (so errors surface to the caller) and starts its thread.
+pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
+    let std_socket = bind_udp(spec.bind)?;
+    let local_addr = std_socket.local_addr()?;
+    let mut socket = UdpSocket::from_std(std_socket);
+    let poll = Poll::new()?;
+    poll.registry()
+        .register(&mut socket, SOCKET, Interest::READABLE)?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
+    let index = spec.index;
+    let core = spec.core;
+    let mut media_loop = MediaLoop {
+        index,
+        poll,
+        socket,
+        commands: rx,
+        events: spec.events,
+        metrics: spec.metrics,
+        counters: LoopCounters::default(),
+        sessions: Slab::new(),
+        ids: HashMap::new(),
+        demux: Demux::default(),
+        timers: Timers::default(),
+        buf: vec![0u8; RECV_BUF].into_boxed_slice(),
+    };
+    let thread = std::thread::Builder::new()
+        .name(format!("media-loop-{index}"))
+        .spawn(move || {
+            if let Some(core) = core {
+                if !core_affinity::set_for_current(core) {
+                    tracing::warn!(loop_index = index, "could not pin media loop to a core");
+                }
+            }
+            tracing::info!(loop_index = index, %local_addr, "media loop started");
+            media_loop.run();
+            tracing::info!(loop_index = index, "media loop stopped");
+        })?;
+    Ok((
+        LoopHandle {
+            index,
+            local_addr,
+            tx,
+            waker,
+        },
+        thread,
+    ))
+}
+
+fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Large kernel buffers absorb bursts while the loop is busy; failure is not fatal.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+struct MediaLoop {
+    index: usize,
+    poll: Poll,
+    socket: UdpSocket,
+    commands: Receiver<Command>,
+    events: mpsc::Sender<LoopEvent>,
+    metrics: LoopMetrics,
+    counters: LoopCounters,
+    sessions: Slab<Session>,
+    ids: HashMap<SessionId, SessionKey>,
+    demux: Demux,
+    timers: Timers,
+    buf: Box<[u8]>,
+}
+
+impl MediaLoop {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(64);
+        loop {
+            let timeout = self
+                .timers
+                .next_deadline()
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::error!(loop_index = self.index, error = %e, "poll failed; loop stops");
+                break;
+            }
+            self.counters.wakeups += 1;
+            for event in events.iter() {
+                if event.token() == SOCKET {
+                    self.read_socket();
+                }
+            }
+            let keep_running = self.run_commands();
+            self.run_timers(Instant::now());
+            self.metrics
+                .publish(&mut self.counters, self.sessions.len());
+            if !keep_running {
+                break;
+            }
+        }
+        self.end_all(EndReason::Shutdown);
+        self.metrics
+            .publish(&mut self.counters, self.sessions.len());
+    }
+
+    /// Reads until the socket is empty (mio is edge-triggered).
+    fn read_socket(&mut self) {
+        let mut buf = std::mem::take(&mut self.buf);
+        loop {
+            match self.socket.recv_from(&mut buf) {
+                Ok((n, source)) => {
+                    let now = Instant::now();
+                    self.counters.datagrams_in += 1;
+                    self.counters.bytes_in += n as u64;
+                    if n == buf.len() {
+                        self.counters.drop(DropReason::Oversize);
+                        continue;
+                    }
+                    self.on_datagram(now, source, &buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // ICMP-induced errors on a shared socket say nothing about other sessions.
+                    tracing::debug!(loop_index = self.index, error = %e, "recv error");
+                }
+            }
+        }
+        self.buf = buf;
+    }
+
+    fn on_datagram(&mut self, now: Instant, source: SocketAddr, bytes: &[u8]) {
+        if looks_like_stun(bytes) {
+            match server_ufrag(bytes) {
+                Ok(ufrag) => match self.demux.by_ufrag(ufrag) {
+                    Some(key) => self.deliver(now, key, source, bytes, true),
+                    None => self.counters.drop(DropReason::StunUnknownUfrag),
+                },
+                // Not a binding request with a USERNAME: only an authenticated peer may
+                // send other STUN (e.g. indications) to its session.
+                Err(_) => match self.demux.by_addr(&source) {
+                    Some(key) => self.deliver(now, key, source, bytes, false),
+                    None => self.counters.drop(DropReason::StunMalformed),
+                },
+            }
+            return;
+        }
+        match self.demux.by_addr(&source) {
+            Some(key) => self.deliver(now, key, source, bytes, false),
+            None => self.counters.drop(DropReason::UnknownSource),
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        now: Instant,
+        key: SessionKey,
+        source: SocketAddr,
+        bytes: &[u8],
+        binding_request: bool,
+    ) {
+        let Some(session) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if !session.handle_datagram(now, source, bytes) {
+            self.counters.drop(DropReason::Rejected);
+        }
+        let probe = binding_request.then_some(source);
+        if self.drive(now, key, probe) {
+            // str0m answered the check with a success response: the request carried valid
+            // MESSAGE-INTEGRITY for this session, so the address may now route to it.
+            self.authenticate_addr(key, source);
+        }
+    }
+
+    fn authenticate_addr(&mut self, key: SessionKey, addr: SocketAddr) {
+        if self.demux.by_addr(&addr) == Some(key) {
+            return;
+        }
+        // The address may have belonged to another session of this loop (client reuse).
+        if let Some(other) = self.demux.by_addr(&addr) {
+            if let Some(o) = self.sessions.get_mut(other) {
+                o.forget_client_addr(addr);
+            }
+        }
+        let Some(session) = self.sessions.get_mut(key) else {
+            return;
+        };
+        self.demux.insert_addr(addr, key);
+        if let Some(evicted) = session.add_client_addr(addr) {
+            self.demux.remove_addr(evicted, key);
+        }
+    }
+
+    /// Drains a session's output, sends its transmits, reschedules its timer, and removes it
+    /// once ended. Returns whether a STUN success response went to `probe`.
+    fn drive(&mut self, now: Instant, key: SessionKey, probe: Option<SocketAddr>) -> bool {
+        let Some(session) = self.sessions.get_mut(key) else {
+            return false;
+        };
+        let socket = &self.socket;
+        let counters = &mut self.counters;
+        let mut authenticated = false;
+        let next = session.poll(now, &mut |t: &Transmit| {
+            if Some(t.destination) == probe && is_binding_success(&t.contents) {
+                authenticated = true;
+            }
+            send(socket, counters, t);
+        });
+        match next {
+            Some(deadline) => {
+                let serial = session.serial;
+                self.timers
+                    .schedule(&mut session.scheduled, deadline, key, serial);
+            }
+            None => self.remove(key),
+        }
+        authenticated
+    }
+
+    fn remove(&mut self, key: SessionKey) {
+        let session = self.sessions.remove(key);
+        self.demux.remove_ufrag(session.ufrag());
+        for addr in session.client_addrs() {
+            self.demux.remove_addr(*addr, key);
+        }
+        self.ids.remove(&session.id);
+        let reason = session.end_reason().unwrap_or(EndReason::RtcError);
+        // The channel holds more than max-sessions events, so this cannot fill up unless the
+        // control plane is gone (shutdown), when nobody needs the event.
+        let _ = self.events.try_send(LoopEvent::Ended {
+            id: session.id,
+            reason,
+        });
+    }
+
+    fn run_timers(&mut self, now: Instant) {
+        while let Some(entry) = self.timers.pop_due(now) {
+            let Some(session) = self.sessions.get_mut(entry.key) else {
+                continue;
+            };
+            if session.serial != entry.serial || session.scheduled != Some(entry.at) {
+                continue; // stale: superseded by an earlier deadline, or a reused key
+            }
+            session.scheduled = None;
+            session.handle_timeout(now);
+            self.drive(now, entry.key, None);
+        }
+    }
+
+    /// Runs queued commands; returns false on shutdown.
+    fn run_commands(&mut self) -> bool {
+        while let Ok(cmd) = self.commands.try_recv() {
+            let now = Instant::now();
+            match cmd {
+                Command::Insert { session, reply } => {
+                    let id = session.id;
+                    let ufrag = session.ufrag().to_string();
+                    let key = self.sessions.insert(*session);
+                    self.demux.insert_ufrag(&ufrag, key);
+                    self.ids.insert(id, key);
+                    self.drive(now, key, None);
+                    let _ = reply.send(());
+                }
+                Command::Delete { id, reply } => {
+                    let found = self.end_session(now, id, EndReason::Deleted);
+                    let _ = reply.send(found);
+                }
+                Command::Snapshot { id, reply } => {
+                    let snap = self
+                        .ids
+                        .get(&id)
+                        .and_then(|k| self.sessions.get(*k))
+                        .map(|s| s.snapshot(now, self.index));
+                    let _ = reply.send(snap);
+                }
+                Command::IceRestart {
+                    id,
+                    offer,
+                    ufrag,
+                    pass,
+                    reply,
+                } => {
+                    let result = self.ice_restart(now, id, *offer, ufrag, pass);
+                    let _ = reply.send(result);
+                }
+                Command::Shutdown => return false,
+            }
+        }
+        true
+    }
+
+    fn end_session(&mut self, now: Instant, id: SessionId, reason: EndReason) -> bool {
+        let Some(&key) = self.ids.get(&id) else {
+            return false;
+        };
+        if let Some(s) = self.sessions.get_mut(key) {
+            s.end(reason);
+        }
+        self.drive(now, key, None);
+        true
+    }
+
+    fn ice_restart(
+        &mut self,
+        now: Instant,
+        id: SessionId,
+        offer: SdpOffer,
+        ufrag: String,
+        pass: String,
+    ) -> Option<Result<String, SessionError>> {
+        let key = *self.ids.get(&id)?;
+        let session = self.sessions.get_mut(key)?;
+        let old = session.ufrag().to_string();
+        let result = session.ice_restart(offer, ufrag, pass);
+        if result.is_ok() {
+            let new = session.ufrag().to_string();
+            self.demux.remove_ufrag(&old);
+            self.demux.insert_ufrag(&new, key);
+            tracing::info!(session = %id, "ICE restart accepted");
+        }
+        self.drive(now, key, None);
+        Some(result)
+    }
+
+    fn end_all(&mut self, reason: EndReason) {
+        let now = Instant::now();
+        let ids: Vec<SessionId> = self.sessions.iter().map(|(_, s)| s.id).collect();
+        for id in ids {
+            self.end_session(now, id, reason);
+        }
+    }
+}
+
+fn send(socket: &UdpSocket, counters: &mut LoopCounters, t: &Transmit) {
+    match socket.send_to(&t.contents, t.destination) {
+        Ok(n) => {
+            counters.datagrams_out += 1;
+            counters.bytes_out += n as u64;
+        }
+        // A full socket buffer loses this datagram; SRTP and ICE recover, and we count it.
+        Err(_) => counters.send_errors += 1,
+    }
+}
+
+/// STUN Binding success response (type 0x0101).
+fn is_binding_success(bytes: &[u8]) -> bool {
+    bytes.len() >= 20 && bytes[0] == 0x01 && bytes[1] == 0x01
+}

@@ -1,0 +1,309 @@
+//! Prometheus metrics of the transceiver.
+//!
+//! Media loops never touch a metric per packet: each loop counts in plain integers
+//! ([`LoopCounters`]) and publishes the deltas into its pre-resolved metric handles
+//! ([`LoopMetrics`]) once per wakeup batch. Label lookups happen once, at start-up.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Why a media loop dropped a datagram without handing it to a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// STUN binding request whose server ufrag names no session on this loop.
+    StunUnknownUfrag,
+    /// STUN-looking datagram that is not a well-formed binding request with a USERNAME.
+    StunMalformed,
+    /// Non-STUN datagram from an address no session has authenticated.
+    UnknownSource,
+    /// Datagram of a known session that str0m could not parse or rejected.
+    Rejected,
+    /// Relay-framed datagram with a bad header.
+    BadRelayHeader,
+    /// Datagram larger than the receive buffer (truncated by the kernel).
+    Oversize,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 6] = [
+        DropReason::StunUnknownUfrag,
+        DropReason::StunMalformed,
+        DropReason::UnknownSource,
+        DropReason::Rejected,
+        DropReason::BadRelayHeader,
+        DropReason::Oversize,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::StunUnknownUfrag => "stun_unknown_ufrag",
+            DropReason::StunMalformed => "stun_malformed",
+            DropReason::UnknownSource => "unknown_source",
+            DropReason::Rejected => "rejected",
+            DropReason::BadRelayHeader => "bad_relay_header",
+            DropReason::Oversize => "oversize",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LoopLabel {
+    r#loop: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LoopReasonLabel {
+    r#loop: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+/// The process-wide registry plus the families shared by control plane and loops.
+pub struct Metrics {
+    registry: Registry,
+    datagrams_in: Family<LoopLabel, Counter>,
+    bytes_in: Family<LoopLabel, Counter>,
+    datagrams_out: Family<LoopLabel, Counter>,
+    bytes_out: Family<LoopLabel, Counter>,
+    send_errors: Family<LoopLabel, Counter>,
+    drops: Family<LoopReasonLabel, Counter>,
+    sessions_active: Family<LoopLabel, Gauge>,
+    wakeups: Family<LoopLabel, Counter>,
+    sessions_ended: Family<ReasonLabel, Counter>,
+    signaling_responses: Family<StatusLabel, Counter>,
+    sessions_created: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("voxgate");
+        let m = Metrics {
+            datagrams_in: Family::default(),
+            bytes_in: Family::default(),
+            datagrams_out: Family::default(),
+            bytes_out: Family::default(),
+            send_errors: Family::default(),
+            drops: Family::default(),
+            sessions_active: Family::default(),
+            wakeups: Family::default(),
+            sessions_ended: Family::default(),
+            signaling_responses: Family::default(),
+            sessions_created: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "datagrams_in",
+            "UDP datagrams received by a media loop",
+            m.datagrams_in.clone(),
+        );
+        registry.register(
+            "bytes_in",
+            "UDP bytes received by a media loop",
+            m.bytes_in.clone(),
+        );
+        registry.register(
+            "datagrams_out",
+            "UDP datagrams sent by a media loop",
+            m.datagrams_out.clone(),
+        );
+        registry.register(
+            "bytes_out",
+            "UDP bytes sent by a media loop",
+            m.bytes_out.clone(),
+        );
+        registry.register(
+            "send_errors",
+            "UDP sends that failed (datagram lost)",
+            m.send_errors.clone(),
+        );
+        registry.register(
+            "dropped_datagrams",
+            "Datagrams dropped by a media loop before reaching a session, by reason",
+            m.drops.clone(),
+        );
+        registry.register(
+            "sessions_active",
+            "Sessions owned by a media loop",
+            m.sessions_active.clone(),
+        );
+        registry.register(
+            "loop_wakeups",
+            "Times a media loop woke from poll",
+            m.wakeups.clone(),
+        );
+        registry.register(
+            "sessions_ended",
+            "Sessions ended, by reason",
+            m.sessions_ended.clone(),
+        );
+        registry.register(
+            "signaling_responses",
+            "Signaling responses, by HTTP status",
+            m.signaling_responses.clone(),
+        );
+        registry.register(
+            "sessions_created",
+            "Sessions created through signaling",
+            m.sessions_created.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Handles for media loop `index`, resolved once so the loop never hashes labels.
+    pub fn loop_metrics(&self, index: usize) -> LoopMetrics {
+        let l = LoopLabel {
+            r#loop: index.to_string(),
+        };
+        let drops = DropReason::ALL.map(|r| {
+            self.drops
+                .get_or_create(&LoopReasonLabel {
+                    r#loop: index.to_string(),
+                    reason: r.as_str().to_string(),
+                })
+                .clone()
+        });
+        LoopMetrics {
+            datagrams_in: self.datagrams_in.get_or_create(&l).clone(),
+            bytes_in: self.bytes_in.get_or_create(&l).clone(),
+            datagrams_out: self.datagrams_out.get_or_create(&l).clone(),
+            bytes_out: self.bytes_out.get_or_create(&l).clone(),
+            send_errors: self.send_errors.get_or_create(&l).clone(),
+            wakeups: self.wakeups.get_or_create(&l).clone(),
+            sessions_active: self.sessions_active.get_or_create(&l).clone(),
+            drops,
+        }
+    }
+
+    pub fn session_created(&self) {
+        self.sessions_created.inc();
+    }
+
+    pub fn session_ended(&self, reason: &str) {
+        self.sessions_ended
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn signaling_response(&self, status: u16) {
+        self.signaling_responses
+            .get_or_create(&StatusLabel {
+                status: status.to_string(),
+            })
+            .inc();
+    }
+
+    /// Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Counters a loop increments as plain integers, published as deltas by [`LoopMetrics::publish`].
+#[derive(Debug, Default, Clone)]
+pub struct LoopCounters {
+    pub datagrams_in: u64,
+    pub bytes_in: u64,
+    pub datagrams_out: u64,
+    pub bytes_out: u64,
+    pub send_errors: u64,
+    pub wakeups: u64,
+    pub drops: [u64; DropReason::ALL.len()],
+}
+
+impl LoopCounters {
+    pub fn drop(&mut self, reason: DropReason) {
+        self.drops[reason.index()] += 1;
+    }
+
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.drops[reason.index()]
+    }
+}
+
+/// One media loop's metric handles.
+pub struct LoopMetrics {
+    datagrams_in: Counter,
+    bytes_in: Counter,
+    datagrams_out: Counter,
+    bytes_out: Counter,
+    send_errors: Counter,
+    wakeups: Counter,
+    sessions_active: Gauge,
+    drops: [Counter; DropReason::ALL.len()],
+}
+
+impl LoopMetrics {
+    /// Adds the pending counts to the shared metrics and zeroes them.
+    pub fn publish(&self, pending: &mut LoopCounters, sessions_active: usize) {
+        fn flush(c: &Counter, v: &mut u64) {
+            if *v != 0 {
+                c.inc_by(*v);
+                *v = 0;
+            }
+        }
+        flush(&self.datagrams_in, &mut pending.datagrams_in);
+        flush(&self.bytes_in, &mut pending.bytes_in);
+        flush(&self.datagrams_out, &mut pending.datagrams_out);
+        flush(&self.bytes_out, &mut pending.bytes_out);
+        flush(&self.send_errors, &mut pending.send_errors);
+        flush(&self.wakeups, &mut pending.wakeups);
+        for (c, v) in self.drops.iter().zip(pending.drops.iter_mut()) {
+            flush(c, v);
+        }
+        self.sessions_active.set(sessions_active as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn published_loop_counts_appear_in_the_exposition() {
+        let m = Metrics::new();
+        let lm = m.loop_metrics(1);
+        let mut c = LoopCounters {
+            datagrams_in: 7,
+            ..Default::default()
+        };
+        c.drop(DropReason::UnknownSource);
+        lm.publish(&mut c, 3);
+        assert_eq!(c.datagrams_in, 0, "publish zeroes pending counts");
+        let text = m.encode();
+        assert!(
+            text.contains("voxgate_datagrams_in_total{loop=\"1\"} 7"),
+            "{text}"
+        );
+        assert!(text
+            .contains("voxgate_dropped_datagrams_total{loop=\"1\",reason=\"unknown_source\"} 1"));
+        assert!(text.contains("voxgate_sessions_active{loop=\"1\"} 3"));
+    }
+}

@@ -1,0 +1,447 @@
+//! One WebRTC session: str0m's `Rtc` plus the bookkeeping voxgate needs around it.
+//!
+//! Sans-IO like str0m itself: datagrams and time go in ([`Session::handle_datagram`],
+//! [`Session::handle_timeout`]), transmits come out through a sink in [`Session::poll`], which
+//! also returns the next deadline. The media loop owns the socket and the clock.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use str0m::change::SdpOffer;
+use str0m::channel::ChannelId;
+use str0m::config::DtlsCert;
+use str0m::media::{MediaKind, Mid};
+use str0m::net::{Protocol, Receive, Transmit};
+use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
+
+/// Most client addresses a session keeps in the demux map (a browser may probe several pairs).
+pub const MAX_CLIENT_ADDRS: usize = 8;
+
+/// Random 128-bit session id, shown as 32 lowercase hex chars.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionId(pub u128);
+
+impl SessionId {
+    pub fn random() -> Self {
+        SessionId(rand::random())
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl FromStr for SessionId {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(());
+        }
+        u128::from_str_radix(s, 16).map(SessionId).map_err(|_| ())
+    }
+}
+
+/// Why a session ended; also the `reason` label of `voxgate_sessions_ended_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    Deleted,
+    IceDisconnected,
+    ConnectTimeout,
+    ClosedByPeer,
+    RtcError,
+    Shutdown,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Deleted => "deleted",
+            EndReason::IceDisconnected => "ice_disconnected",
+            EndReason::ConnectTimeout => "connect_timeout",
+            EndReason::ClosedByPeer => "closed_by_peer",
+            EndReason::RtcError => "rtc_error",
+            EndReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    Connecting,
+    Connected,
+    Ended,
+}
+
+/// Per-session counters, owned by the loop, reported by `GET /v1/sessions/{id}`.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct SessionCounters {
+    pub datagrams_in: u64,
+    pub bytes_in: u64,
+    pub datagrams_out: u64,
+    pub bytes_out: u64,
+    pub audio_packets_in: u64,
+    pub audio_packets_out: u64,
+    pub channel_messages_in: u64,
+    pub ice_restarts: u64,
+}
+
+/// A point-in-time view of a session for the control plane.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSnapshot {
+    pub id: String,
+    pub state: SessionState,
+    #[serde(rename = "loop")]
+    pub loop_index: usize,
+    pub server_ufrag: String,
+    pub client_addrs: Vec<String>,
+    pub age_ms: u64,
+    pub connect_ms: Option<u64>,
+    pub data_channel_open: bool,
+    pub counters: SessionCounters,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("offer rejected: {0}")]
+    Offer(String),
+    #[error("bad candidate address {0}: {1}")]
+    Candidate(SocketAddr, String),
+    #[error("session is not connected yet; ICE restart needs an established session")]
+    NotConnected,
+}
+
+/// Everything needed to build a session's `Rtc`, decided by the control plane.
+pub struct SessionParams {
+    pub id: SessionId,
+    pub ufrag: String,
+    pub pass: String,
+    pub cert: DtlsCert,
+    /// ICE candidates to advertise (the loop's socket, or relay addresses).
+    pub candidates: Vec<SocketAddr>,
+    pub connect_timeout: Duration,
+}
+
+pub struct Session {
+    pub id: SessionId,
+    /// Unique per process; guards timer entries against slab key reuse.
+    pub serial: u64,
+    rtc: Rtc,
+    ufrag: String,
+    candidates: Vec<SocketAddr>,
+    audio_mid: Option<Mid>,
+    channel: Option<ChannelId>,
+    client_addrs: Vec<SocketAddr>,
+    state: SessionState,
+    end_reason: Option<EndReason>,
+    created: Instant,
+    connected_at: Option<Instant>,
+    connect_deadline: Instant,
+    counters: SessionCounters,
+    /// The timer entry the loop has for this session, if any.
+    pub scheduled: Option<Instant>,
+    span: tracing::Span,
+}
+
+impl Session {
+    /// Builds the ICE-lite `Rtc` and accepts the offer. Returns the session and the answer SDP.
+    /// Runs on the control plane (it costs a few hundred microseconds), never on a media loop.
+    pub fn accept(
+        now: Instant,
+        serial: u64,
+        params: SessionParams,
+        offer: SdpOffer,
+    ) -> Result<(Session, String), SessionError> {
+        let mut rtc = RtcConfig::new()
+            .set_ice_lite(true)
+            .set_local_ice_credentials(IceCreds {
+                ufrag: params.ufrag.clone(),
+                pass: params.pass,
+            })
+            .set_dtls_cert(params.cert)
+            .clear_codecs()
+            .enable_opus(true, false)
+            .set_stats_interval(None)
+            .build(now);
+        for addr in &params.candidates {
+            let c = Candidate::host(*addr, "udp")
+                .map_err(|e| SessionError::Candidate(*addr, e.to_string()))?;
+            rtc.add_local_candidate(c);
+        }
+        let answer = rtc
+            .sdp_api()
+            .accept_offer(offer)
+            .map_err(|e| SessionError::Offer(e.to_string()))?;
+        let span = tracing::info_span!("session", id = %params.id);
+        let mut session = Session {
+            id: params.id,
+            serial,
+            rtc,
+            ufrag: params.ufrag,
+            candidates: params.candidates,
+            audio_mid: None,
+            channel: None,
+            client_addrs: Vec::new(),
+            state: SessionState::Connecting,
+            end_reason: None,
+            created: now,
+            connected_at: None,
+            connect_deadline: now + params.connect_timeout,
+            counters: SessionCounters::default(),
+            scheduled: None,
+            span,
+        };
+        // Accepting the offer queues MediaAdded events; collect them now so the session knows
+        // its audio mid before the first packet. Nothing is transmitted before ICE starts.
+        session.poll(now, &mut |_| {});
+        if session.audio_mid.is_none() {
+            return Err(SessionError::Offer(
+                "no audio m-line could be negotiated (Opus required)".into(),
+            ));
+        }
+        Ok((session, answer.to_sdp_string()))
+    }
+
+    pub fn ufrag(&self) -> &str {
+        &self.ufrag
+    }
+
+    pub fn state(&self) -> SessionState {
+        self.state
+    }
+
+    pub fn end_reason(&self) -> Option<EndReason> {
+        self.end_reason
+    }
+
+    pub fn is_ended(&self) -> bool {
+        self.state == SessionState::Ended
+    }
+
+    pub fn client_addrs(&self) -> &[SocketAddr] {
+        &self.client_addrs
+    }
+
+    pub fn counters(&self) -> &SessionCounters {
+        &self.counters
+    }
+
+    /// The local candidate address str0m must see as the datagram's destination: the one of
+    /// the same IP family as the client (ICE checks only arrive on advertised candidates).
+    pub fn destination_for(&self, source: SocketAddr) -> SocketAddr {
+        self.candidates
+            .iter()
+            .find(|c| c.is_ipv4() == source.is_ipv4())
+            .or(self.candidates.first())
+            .copied()
+            .unwrap_or(source)
+    }
+
+    /// Feeds one received datagram to str0m. Returns false if str0m rejected it.
+    pub fn handle_datagram(&mut self, now: Instant, source: SocketAddr, bytes: &[u8]) -> bool {
+        let destination = self.destination_for(source);
+        let Ok(receive) = Receive::new(Protocol::Udp, source, destination, bytes) else {
+            return false;
+        };
+        self.counters.datagrams_in += 1;
+        self.counters.bytes_in += bytes.len() as u64;
+        if let Err(e) = self.rtc.handle_input(Input::Receive(now, receive)) {
+            tracing::debug!(parent: &self.span, error = %e, "str0m rejected input");
+            return false;
+        }
+        true
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == SessionState::Connecting && now >= self.connect_deadline {
+            self.end(EndReason::ConnectTimeout);
+            return;
+        }
+        if let Err(e) = self.rtc.handle_input(Input::Timeout(now)) {
+            tracing::info!(parent: &self.span, error = %e, "session failed on timeout");
+            self.end(EndReason::RtcError);
+        }
+    }
+
+    /// Drains str0m's output: transmits go to `send`, events update state and counters.
+    /// Returns the next deadline, or `None` once the session has ended.
+    pub fn poll(&mut self, now: Instant, send: &mut dyn FnMut(&Transmit)) -> Option<Instant> {
+        loop {
+            if self.is_ended() && !self.rtc.is_alive() {
+                return None;
+            }
+            match self.rtc.poll_output() {
+                Ok(Output::Timeout(t)) => {
+                    if self.is_ended() {
+                        // Goodbyes (RTCP BYE, DTLS close_notify) are out; nothing waits on
+                        // replies, so the session is done.
+                        self.rtc.disconnect();
+                        return None;
+                    }
+                    if self.state == SessionState::Connecting {
+                        return Some(t.min(self.connect_deadline));
+                    }
+                    return Some(t);
+                }
+                Ok(Output::Transmit(t)) => {
+                    self.counters.datagrams_out += 1;
+                    self.counters.bytes_out += t.contents.len() as u64;
+                    send(&t);
+                }
+                Ok(Output::Event(e)) => self.on_event(now, e),
+                Err(e) => {
+                    tracing::info!(parent: &self.span, error = %e, "session failed");
+                    self.end(EndReason::RtcError);
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, now: Instant, event: Event) {
+        match event {
+            Event::MediaAdded(m) if m.kind == MediaKind::Audio => {
+                self.audio_mid.get_or_insert(m.mid);
+            }
+            Event::MediaData(d) if Some(d.mid) == self.audio_mid => {
+                self.counters.audio_packets_in += 1;
+            }
+            Event::Connected => {
+                if self.state == SessionState::Connecting {
+                    self.state = SessionState::Connected;
+                    self.connected_at = Some(now);
+                    tracing::info!(parent: &self.span,
+                        connect_ms = now.duration_since(self.created).as_millis() as u64,
+                        "session connected"
+                    );
+                }
+            }
+            Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
+                // ICE-lite: str0m reports Disconnected when consent checks stop arriving.
+                self.end(EndReason::IceDisconnected);
+            }
+            Event::ChannelOpen(id, _label) => {
+                self.channel.get_or_insert(id);
+            }
+            Event::ChannelData(_) => {
+                self.counters.channel_messages_in += 1;
+            }
+            Event::Closed => self.end(EndReason::ClosedByPeer),
+            _ => {}
+        }
+    }
+
+    /// Ends the session: str0m gets to flush its goodbyes on the next poll.
+    pub fn end(&mut self, reason: EndReason) {
+        if self.is_ended() {
+            return;
+        }
+        self.state = SessionState::Ended;
+        self.end_reason = Some(reason);
+        match reason {
+            // The peer is still there: say goodbye so it does not wait for consent to fail.
+            EndReason::Deleted | EndReason::Shutdown => {
+                if self.rtc.close().is_err() {
+                    self.rtc.disconnect();
+                }
+            }
+            _ => self.rtc.disconnect(),
+        }
+        tracing::info!(parent: &self.span, reason = reason.as_str(), counters = ?self.counters, "session ended");
+    }
+
+    /// Records a client address that str0m has authenticated; returns an address evicted to
+    /// keep the list bounded.
+    pub fn add_client_addr(&mut self, addr: SocketAddr) -> Option<SocketAddr> {
+        if self.client_addrs.contains(&addr) {
+            return None;
+        }
+        self.client_addrs.push(addr);
+        if self.client_addrs.len() > MAX_CLIENT_ADDRS {
+            return Some(self.client_addrs.remove(0));
+        }
+        None
+    }
+
+    /// Drops an address that another session has since authenticated.
+    pub fn forget_client_addr(&mut self, addr: SocketAddr) {
+        self.client_addrs.retain(|a| *a != addr);
+    }
+
+    /// ICE restart: accept the new offer, but keep the session on this loop by replacing the
+    /// random credentials str0m picks with the freshly minted `ufrag` (which names this loop).
+    /// Returns the answer SDP.
+    pub fn ice_restart(
+        &mut self,
+        offer: SdpOffer,
+        ufrag: String,
+        pass: String,
+    ) -> Result<String, SessionError> {
+        if self.state != SessionState::Connected {
+            return Err(SessionError::NotConnected);
+        }
+        let answer = self
+            .rtc
+            .sdp_api()
+            .accept_offer(offer)
+            .map_err(|e| SessionError::Offer(e.to_string()))?;
+        let random = self.rtc.direct_api().local_ice_credentials();
+        let minted = IceCreds {
+            ufrag: ufrag.clone(),
+            pass: pass.clone(),
+        };
+        self.rtc.direct_api().set_local_ice_credentials(minted);
+        let sdp = answer
+            .to_sdp_string()
+            .replace(
+                &format!("a=ice-ufrag:{}", random.ufrag),
+                &format!("a=ice-ufrag:{ufrag}"),
+            )
+            .replace(
+                &format!("a=ice-pwd:{}", random.pass),
+                &format!("a=ice-pwd:{pass}"),
+            );
+        self.ufrag = ufrag;
+        self.counters.ice_restarts += 1;
+        Ok(sdp)
+    }
+
+    pub fn snapshot(&self, now: Instant, loop_index: usize) -> SessionSnapshot {
+        SessionSnapshot {
+            id: self.id.to_string(),
+            state: self.state,
+            loop_index,
+            server_ufrag: self.ufrag.clone(),
+            client_addrs: self.client_addrs.iter().map(|a| a.to_string()).collect(),
+            age_ms: now.duration_since(self.created).as_millis() as u64,
+            connect_ms: self
+                .connected_at
+                .map(|c| c.duration_since(self.created).as_millis() as u64),
+            data_channel_open: self.channel.is_some(),
+            counters: self.counters,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_id_round_trips_through_hex() {
+        let id = SessionId::random();
+        let text = id.to_string();
+        assert_eq!(text.len(), 32);
+        assert_eq!(text.parse::<SessionId>(), Ok(id));
+        assert!("xyz".parse::<SessionId>().is_err());
+        assert!("+0000000000000000000000000000000"
+            .parse::<SessionId>()
+            .is_err());
+    }
+}

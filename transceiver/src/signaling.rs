@@ -1,0 +1,238 @@
+//! WHIP-shaped HTTP signaling (RFC 9725) and the operational endpoints.
+//!
+//! - `POST /v1/sessions` (`application/sdp`) → `201`, `Location: /v1/sessions/{id}`, answer SDP
+//! - `PATCH /v1/sessions/{id}` (`application/sdp`, a new offer) → `200` + answer: ICE restart
+//! - `DELETE /v1/sessions/{id}` → `204`;  `GET /v1/sessions/{id}` → JSON state and counters
+//! - `GET /healthz`, `GET /readyz`, `GET /metrics`, and a demo page at `/`
+//!
+//! This is the HTTP edge only: it checks auth and content types and maps
+//! [`ControlError`]s to status codes; the work happens in [`ControlPlane`].
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tower_http::cors::CorsLayer;
+
+use crate::control::{ControlError, ControlPlane};
+use crate::session::SessionId;
+
+const INDEX_HTML: &str = include_str!("../web/index.html");
+
+#[derive(Clone)]
+pub struct AppState {
+    pub control: Arc<ControlPlane>,
+    pub token: Option<Arc<str>>,
+}
+
+pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+    let api = Router::new()
+        .route("/v1/sessions", post(create_session))
+        .route(
+            "/v1/sessions/{id}",
+            get(get_session).delete(delete_session).patch(patch_session),
+        )
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    // Token auth is a header (never a cookie), so any origin may call the API.
+    let cors = CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+        .expose_headers([header::LOCATION]);
+    Router::new()
+        .route("/", get(|| async { Html(INDEX_HTML) }))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .merge(api)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), count_status))
+        .layer(cors)
+        .with_state(state)
+}
+
+impl IntoResponse for ControlError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            ControlError::BadOffer(_) | ControlError::Rejected(_) => StatusCode::BAD_REQUEST,
+            ControlError::AtCapacity(_) | ControlError::Draining | ControlError::LoopBusy(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ControlError::NotFound => StatusCode::NOT_FOUND,
+            ControlError::Conflict(_) => StatusCode::CONFLICT,
+            ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut resp = (status, format!("{self}\n")).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}
+
+async fn count_status(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    state
+        .control
+        .metrics
+        .signaling_response(resp.status().as_u16());
+    resp
+}
+
+async fn require_token(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Some(token) = &state.token {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes())) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "missing or invalid bearer token\n",
+            )
+                .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn is_content_type(headers: &HeaderMap, expected: &str) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(expected))
+}
+
+fn unsupported_media_type() -> Response {
+    (
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "body must be an SDP offer with Content-Type: application/sdp\n",
+    )
+        .into_response()
+}
+
+fn parse_id(id: &str) -> Result<SessionId, ControlError> {
+    id.parse().map_err(|_| ControlError::NotFound)
+}
+
+async fn create_session(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ControlError> {
+    if !is_content_type(&headers, "application/sdp") {
+        return Ok(unsupported_media_type());
+    }
+    let created = state.control.create(&body).await?;
+    let location = format!("/v1/sessions/{}", created.id);
+    Ok((
+        StatusCode::CREATED,
+        [
+            (header::LOCATION, location),
+            (header::CONTENT_TYPE, "application/sdp".to_string()),
+        ],
+        created.answer,
+    )
+        .into_response())
+}
+
+async fn patch_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ControlError> {
+    let id = parse_id(&id)?;
+    if is_content_type(&headers, "application/trickle-ice-sdpfrag") {
+        // ICE-lite learns the client's addresses from its checks; trickled candidates add
+        // nothing. Accept them so standard WHIP clients work.
+        state.control.snapshot(id).await?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    if !is_content_type(&headers, "application/sdp") {
+        return Ok(unsupported_media_type());
+    }
+    let answer = state.control.ice_restart(id, &body).await?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/sdp")],
+        answer,
+    )
+        .into_response())
+}
+
+async fn delete_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ControlError> {
+    state.control.delete(parse_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn get_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ControlError> {
+    let snap = state.control.snapshot(parse_id(&id)?).await?;
+    Ok(Json(snap).into_response())
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.control.is_draining() {
+        ControlError::Draining.into_response()
+    } else {
+        "ready\n".into_response()
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.control.metrics.encode(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison_needs_exact_match() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+    }
+
+    #[test]
+    fn content_type_ignores_parameters_and_case() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("Application/SDP; charset=utf-8"),
+        );
+        assert!(is_content_type(&h, "application/sdp"));
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(!is_content_type(&h, "application/sdp"));
+    }
+}
