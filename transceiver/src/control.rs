@@ -126,7 +126,7 @@ impl ControlPlane {
         if self.is_draining() {
             return Err(ControlError::Draining);
         }
-        let (offer, _summary) = validate_offer(body)?;
+        let (offer, summary) = validate_offer(body)?;
         let reservation = self
             .registry
             .reserve()
@@ -141,6 +141,7 @@ impl ControlPlane {
             cert: self.cert.clone(),
             candidates: self.candidates_for(loop_index),
             connect_timeout: self.config.connect_timeout,
+            audio_mid: summary.audio_mid,
         };
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let accepted = tokio::task::spawn_blocking(move || {

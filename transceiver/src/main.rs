@@ -90,7 +90,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         .build()
         .context("starting the control-plane runtime")?;
     let served = runtime.block_on(async {
-        let events = tokio::spawn(control.clone().run_events(events_rx));
+        tokio::spawn(control.clone().run_events(events_rx));
         let listener = tokio::net::TcpListener::bind(config.signal_listen)
             .await
             .with_context(|| format!("binding signaling on {}", config.signal_listen))?;
@@ -114,10 +114,9 @@ fn run(config: Config) -> anyhow::Result<()> {
             })
             .await
             .context("signaling server failed")?;
-        control.shutdown_loops();
-        let _ = events.await;
         anyhow::Ok(())
     });
+    // Loops end their sessions cleanly (DTLS close_notify, RTCP BYE) before they exit.
     control.shutdown_loops();
     for t in threads {
         let _ = t.join();

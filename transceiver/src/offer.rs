@@ -21,12 +21,16 @@ pub enum OfferError {
     NoIceCredentials,
     #[error("offer has no DTLS fingerprint (a=fingerprint)")]
     NoFingerprint,
+    #[error("offer's m=audio section has no a=mid (BUNDLE needs one)")]
+    NoAudioMid,
 }
 
 /// What the checks learned about the offer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OfferSummary {
     pub has_data_channel: bool,
+    /// The `a=mid` of the first audio section.
+    pub audio_mid: String,
 }
 
 /// Parses and checks an SDP offer.
@@ -55,6 +59,7 @@ fn check_text(text: &str) -> Result<OfferSummary, OfferError> {
     let mut ufrag = false;
     let mut pwd = false;
     let mut fingerprint = false;
+    let mut audio_mid: Option<String> = None;
     for line in text.lines() {
         let line = line.trim_end();
         if let Some(m) = line.strip_prefix("m=") {
@@ -68,6 +73,11 @@ fn check_text(text: &str) -> Result<OfferSummary, OfferError> {
             && line.to_ascii_lowercase().contains(" opus/48000")
         {
             audio_has_opus = true;
+        }
+        if in_audio && audio_mid.is_none() {
+            if let Some(mid) = line.strip_prefix("a=mid:") {
+                audio_mid = Some(mid.trim().to_string());
+            }
         }
         ufrag |= line.starts_with("a=ice-ufrag:");
         pwd |= line.starts_with("a=ice-pwd:");
@@ -85,7 +95,13 @@ fn check_text(text: &str) -> Result<OfferSummary, OfferError> {
     if !fingerprint {
         return Err(OfferError::NoFingerprint);
     }
-    Ok(OfferSummary { has_data_channel })
+    let audio_mid = audio_mid
+        .filter(|m| !m.is_empty())
+        .ok_or(OfferError::NoAudioMid)?;
+    Ok(OfferSummary {
+        has_data_channel,
+        audio_mid,
+    })
 }
 
 #[cfg(test)]
@@ -112,6 +128,7 @@ a=rtpmap:111 opus/48000/2\r\n";
     fn valid_audio_offer_is_accepted() {
         let (_, s) = validate_offer(OFFER.as_bytes()).expect("valid");
         assert!(!s.has_data_channel);
+        assert_eq!(s.audio_mid, "0");
     }
 
     #[test]

@@ -126,6 +126,8 @@ pub struct SessionParams {
     /// ICE candidates to advertise (the loop's socket, or relay addresses).
     pub candidates: Vec<SocketAddr>,
     pub connect_timeout: Duration,
+    /// The `a=mid` of the offer's audio section.
+    pub audio_mid: String,
 }
 
 pub struct Session {
@@ -178,6 +180,14 @@ impl Session {
             .sdp_api()
             .accept_offer(offer)
             .map_err(|e| SessionError::Offer(e.to_string()))?;
+        // str0m announces remote media (MediaAdded) only later; the offer already names the mid.
+        let audio_mid = Mid::from(params.audio_mid.as_str());
+        let answer_sdp = answer.to_sdp_string();
+        if rtc.media(audio_mid).is_none() || !answer_sdp.contains("opus/48000") {
+            return Err(SessionError::Offer(
+                "no audio m-line could be negotiated (Opus required)".into(),
+            ));
+        }
         let span = tracing::info_span!("session", id = %params.id);
         let mut session = Session {
             id: params.id,
@@ -185,7 +195,7 @@ impl Session {
             rtc,
             ufrag: params.ufrag,
             candidates: params.candidates,
-            audio_mid: None,
+            audio_mid: Some(audio_mid),
             channel: None,
             client_addrs: Vec::new(),
             state: SessionState::Connecting,
@@ -197,15 +207,7 @@ impl Session {
             scheduled: None,
             span,
         };
-        // Accepting the offer queues MediaAdded events; collect them now so the session knows
-        // its audio mid before the first packet. Nothing is transmitted before ICE starts.
-        session.poll(now, &mut |_| {});
-        if session.audio_mid.is_none() {
-            return Err(SessionError::Offer(
-                "no audio m-line could be negotiated (Opus required)".into(),
-            ));
-        }
-        Ok((session, answer.to_sdp_string()))
+        Ok((session, answer_sdp))
     }
 
     pub fn ufrag(&self) -> &str {

@@ -1,0 +1,495 @@
+//! Shared support for the transceiver's integration tests (`mod support;` in a test file).
+//!
+//! - [`ServerProcess`]: the real `transceiver` binary on free loopback ports, its output in a log
+//!   file under `CARGO_TARGET_TMPDIR`, stopped (SIGTERM, then SIGKILL) on drop.
+//! - Small blocking HTTP helpers (reqwest::blocking) and a subprocess runner with a timeout.
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long `ServerProcess::start` waits for `GET /healthz` to answer 200.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many consecutive UDP ports from the media base port must be free.
+pub const MEDIA_PORTS: u16 = 4;
+
+/// Repository root (the workspace folder holding `transceiver/`, `tests/`, `scripts/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("CARGO_MANIFEST_DIR has a parent")
+        .to_path_buf()
+}
+
+/// Path of the `transceiver` binary that cargo built for these tests.
+pub fn transceiver_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_transceiver"))
+}
+
+// ------------------------------------------------------------------------------------------------
+// Ports
+
+/// Ports handed out by this test process, so two servers of one test binary never get the same.
+static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+fn claim(ports: &[u16]) -> bool {
+    let mut g = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let set = g.get_or_insert_with(HashSet::new);
+    if ports.iter().any(|p| set.contains(p)) {
+        return false;
+    }
+    set.extend(ports.iter().copied());
+    true
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bind :0, read, drop).
+pub fn free_tcp_port() -> u16 {
+    for _ in 0..100 {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind TCP 127.0.0.1:0");
+        let port = l.local_addr().expect("local_addr").port();
+        drop(l);
+        if claim(&[port]) {
+            return port;
+        }
+    }
+    panic!("no free TCP port found");
+}
+
+/// A UDP base port P on 127.0.0.1 such that P, P+1, .., P+count-1 were all free a moment ago.
+pub fn free_udp_port_range(count: u16) -> u16 {
+    assert!(count >= 1);
+    for _ in 0..200 {
+        let first = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind UDP 127.0.0.1:0");
+        let base = first.local_addr().expect("local_addr").port();
+        if base.checked_add(count - 1).is_none() {
+            continue;
+        }
+        let mut held = vec![first];
+        let mut ok = true;
+        for i in 1..count {
+            match UdpSocket::bind((Ipv4Addr::LOCALHOST, base + i)) {
+                Ok(s) => held.push(s),
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        drop(held);
+        let ports: Vec<u16> = (0..count).map(|i| base + i).collect();
+        if ok && claim(&ports) {
+            return base;
+        }
+    }
+    panic!("no range of {count} free UDP ports found");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Server process
+
+/// The transceiver binary running on loopback for one test.
+pub struct ServerProcess {
+    /// e.g. `http://127.0.0.1:40123` (no trailing slash).
+    pub signal_url: String,
+    pub signal_addr: SocketAddr,
+    /// First media UDP port (loop i binds base + i).
+    pub media_base_port: u16,
+    /// Where the server's stdout and stderr go.
+    pub log_path: PathBuf,
+    child: Child,
+}
+
+static SERVER_SEQ: AtomicU32 = AtomicU32::new(0);
+
+impl ServerProcess {
+    /// Starts the transceiver with `--signal-listen 127.0.0.1:S --media-listen 127.0.0.1:P` plus
+    /// `extra_args` and waits until `GET /healthz` is 200. Panics (with the log tail) otherwise.
+    pub fn start(extra_args: &[&str]) -> ServerProcess {
+        Self::start_with_env(extra_args, &[])
+    }
+
+    /// As [`ServerProcess::start`], with extra environment variables for the server.
+    pub fn start_with_env(extra_args: &[&str], envs: &[(&str, &str)]) -> ServerProcess {
+        // A port picked free can be taken by someone else before the server binds it: retry a few
+        // times when the process exits during start-up.
+        let mut last_err = String::new();
+        for attempt in 0..3 {
+            match Self::try_start(extra_args, envs) {
+                Ok(server) => return server,
+                Err(StartError::ExitedEarly(msg)) => {
+                    last_err = msg;
+                    if attempt < 2 {
+                        eprintln!(
+                            "support: transceiver exited during start-up (attempt {}), retrying",
+                            attempt + 1
+                        );
+                    }
+                }
+                Err(StartError::Fatal(msg)) => panic!("{msg}"),
+            }
+        }
+        panic!("{last_err}");
+    }
+
+    fn try_start(extra_args: &[&str], envs: &[(&str, &str)]) -> Result<ServerProcess, StartError> {
+        let signal_port = free_tcp_port();
+        let media_base_port = free_udp_port_range(MEDIA_PORTS);
+        let signal_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, signal_port));
+        let signal_url = format!("http://{signal_addr}");
+
+        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        std::fs::create_dir_all(&tmp).expect("create CARGO_TARGET_TMPDIR");
+        let seq = SERVER_SEQ.fetch_add(1, Ordering::Relaxed);
+        let test_name = std::thread::current()
+            .name()
+            .unwrap_or("test")
+            .replace("::", "-");
+        let log_path = tmp.join(format!(
+            "transceiver-{}-{}-{seq}.log",
+            std::process::id(),
+            test_name
+        ));
+        let log = File::create(&log_path).expect("create server log file");
+        let log_err = log.try_clone().expect("clone log file handle");
+
+        let mut cmd = Command::new(transceiver_bin());
+        cmd.arg("--signal-listen")
+            .arg(signal_addr.to_string())
+            .arg("--media-listen")
+            .arg(format!("127.0.0.1:{media_base_port}"))
+            .args(extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err));
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        // The log is a file: no ANSI colour codes in it (tracing-subscriber honours NO_COLOR).
+        cmd.env("NO_COLOR", "1");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().map_err(|e| {
+            StartError::Fatal(format!("cannot spawn {}: {e}", transceiver_bin().display()))
+        })?;
+        let mut server = ServerProcess {
+            signal_url,
+            signal_addr,
+            media_base_port,
+            log_path,
+            child,
+        };
+
+        let client = http_client();
+        let health = format!("{}/healthz", server.signal_url);
+        let deadline = Instant::now() + HEALTH_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                let msg = format!(
+                    "transceiver exited during start-up ({status}); args: {extra_args:?}\n--- log {} ---\n{}",
+                    server.log_path.display(),
+                    server.log_tail(60)
+                );
+                return Err(StartError::ExitedEarly(msg));
+            }
+            if let Ok(resp) = client.get(&health).timeout(Duration::from_secs(1)).send() {
+                if resp.status().as_u16() == 200 {
+                    return Ok(server);
+                }
+            }
+            if Instant::now() >= deadline {
+                let msg = format!(
+                    "transceiver did not answer 200 on {health} within {HEALTH_TIMEOUT:?}\n--- log {} ---\n{}",
+                    server.log_path.display(),
+                    server.log_tail(60)
+                );
+                return Err(StartError::Fatal(msg)); // `server` is dropped: the child is stopped
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `signal_url` + `path` (path starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.signal_url, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last `lines` lines of the server log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log_path, lines)
+    }
+
+    /// Stops the server now (SIGTERM, up to 5 s, then SIGKILL); returns its exit status.
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(status);
+        }
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "support: transceiver (pid {}) ignored SIGTERM for 5 s, killing it",
+            self.child.id()
+        );
+        let _ = self.child.kill();
+        self.child.wait().ok()
+    }
+}
+
+enum StartError {
+    ExitedEarly(String),
+    Fatal(String),
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- transceiver log {} (last 80 lines) ---\n{}\n--- end of transceiver log ---",
+                self.log_path.display(),
+                self.log_tail(80)
+            );
+        }
+    }
+}
+
+/// The last `lines` lines of a file (reads at most its last 64 KiB).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return format!("(cannot open {})", path.display());
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(64 * 1024);
+    let _ = f.seek(SeekFrom::Start(start));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+// ------------------------------------------------------------------------------------------------
+// HTTP helpers (blocking; do not call from inside a tokio runtime)
+
+pub fn http_client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .no_proxy()
+        .build()
+        .expect("build reqwest blocking client")
+}
+
+/// A response read to the end.
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("response body is not JSON ({e}): {}", self.body))
+    }
+}
+
+fn read_response(
+    method: &str,
+    url: &str,
+    r: reqwest::Result<reqwest::blocking::Response>,
+) -> HttpResponse {
+    let resp = r.unwrap_or_else(|e| panic!("{method} {url} failed: {e}"));
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp
+        .text()
+        .unwrap_or_else(|e| panic!("{method} {url}: reading body failed: {e}"));
+    HttpResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn with_token(
+    rb: reqwest::blocking::RequestBuilder,
+    token: Option<&str>,
+) -> reqwest::blocking::RequestBuilder {
+    match token {
+        Some(t) => rb.bearer_auth(t),
+        None => rb,
+    }
+}
+
+pub fn http_get(url: &str, token: Option<&str>) -> HttpResponse {
+    read_response("GET", url, with_token(http_client().get(url), token).send())
+}
+
+/// GET `url`, expect 200 and a JSON body.
+pub fn http_get_json(url: &str) -> serde_json::Value {
+    http_get_json_auth(url, None)
+}
+
+pub fn http_get_json_auth(url: &str, token: Option<&str>) -> serde_json::Value {
+    let r = http_get(url, token);
+    assert_eq!(
+        r.status, 200,
+        "GET {url}: status {} body {}",
+        r.status, r.body
+    );
+    r.json()
+}
+
+/// POST an SDP offer (`Content-Type: application/sdp`).
+pub fn http_post_sdp(url: &str, sdp: &str, token: Option<&str>) -> HttpResponse {
+    let rb = http_client()
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/sdp")
+        .body(sdp.to_owned());
+    read_response("POST", url, with_token(rb, token).send())
+}
+
+pub fn http_delete(url: &str, token: Option<&str>) -> HttpResponse {
+    read_response(
+        "DELETE",
+        url,
+        with_token(http_client().delete(url), token).send(),
+    )
+}
+
+// ------------------------------------------------------------------------------------------------
+// Subprocesses
+
+/// What a subprocess did.
+#[derive(Debug)]
+pub struct ProcOutput {
+    /// None when it was killed for running too long.
+    pub status: Option<ExitStatus>,
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl ProcOutput {
+    pub fn success(&self) -> bool {
+        self.status.map(|s| s.success()).unwrap_or(false)
+    }
+
+    /// The last stdout line that parses as a JSON object.
+    pub fn json_line(&self) -> Option<serde_json::Value> {
+        self.stdout
+            .lines()
+            .rev()
+            .map(str::trim)
+            .filter(|l| l.starts_with('{'))
+            .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    }
+
+    /// A readable summary for assertion messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "status: {:?}{}, elapsed {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.status,
+            if self.timed_out {
+                " (TIMED OUT, killed)"
+            } else {
+                ""
+            },
+            self.elapsed,
+            self.stdout.trim_end(),
+            self.stderr.trim_end()
+        )
+    }
+}
+
+/// Runs `cmd` (stdout/stderr captured, stdin null) in its own process group; kills the whole group
+/// (SIGKILL) if it runs longer than `timeout`.
+pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> ProcOutput {
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {cmd:?}: {e}"));
+    let mut out = child.stdout.take().expect("stdout piped");
+    let mut err = child.stderr.take().expect("stderr piped");
+    let out_t = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    });
+    let pgid = child.id() as libc::pid_t;
+    let deadline = started + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) => {}
+            Err(e) => panic!("waiting for {cmd:?}: {e}"),
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            // SAFETY: kill(2) on the process group we created for this child.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    // Anything the child left behind in its group (e.g. a browser) must not hold the pipes open.
+    // SAFETY: as above; ESRCH when the group is already gone is fine.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    ProcOutput {
+        status,
+        timed_out,
+        stdout: out_t.join().unwrap_or_default(),
+        stderr: err_t.join().unwrap_or_default(),
+        elapsed: started.elapsed(),
+    }
+}
