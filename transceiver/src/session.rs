@@ -189,7 +189,7 @@ impl Session {
             ));
         }
         let span = tracing::info_span!("session", id = %params.id);
-        let mut session = Session {
+        let session = Session {
             id: params.id,
             serial,
             rtc,
@@ -314,15 +314,14 @@ impl Session {
             Event::MediaData(d) if Some(d.mid) == self.audio_mid => {
                 self.counters.audio_packets_in += 1;
             }
-            Event::Connected => {
-                if self.state == SessionState::Connecting {
-                    self.state = SessionState::Connected;
-                    self.connected_at = Some(now);
-                    tracing::info!(parent: &self.span,
-                        connect_ms = now.duration_since(self.created).as_millis() as u64,
-                        "session connected"
-                    );
-                }
+            Event::Connected if self.state == SessionState::Connecting => {
+                self.state = SessionState::Connected;
+                self.connected_at = Some(now);
+                tracing::info!(
+                    parent: &self.span,
+                    connect_ms = now.duration_since(self.created).as_millis() as u64,
+                    "session connected"
+                );
             }
             Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
                 // ICE-lite: str0m reports Disconnected when consent checks stop arriving.
@@ -399,16 +398,12 @@ impl Session {
             pass: pass.clone(),
         };
         self.rtc.direct_api().set_local_ice_credentials(minted);
+        // The random ufrag also appears in each a=candidate line ("ufrag ..."), which clients
+        // check against a=ice-ufrag: replace every occurrence (it is 16 random chars).
         let sdp = answer
             .to_sdp_string()
-            .replace(
-                &format!("a=ice-ufrag:{}", random.ufrag),
-                &format!("a=ice-ufrag:{ufrag}"),
-            )
-            .replace(
-                &format!("a=ice-pwd:{}", random.pass),
-                &format!("a=ice-pwd:{pass}"),
-            );
+            .replace(&random.ufrag, &ufrag)
+            .replace(&random.pass, &pass);
         self.ufrag = ufrag;
         self.counters.ice_restarts += 1;
         Ok(sdp)

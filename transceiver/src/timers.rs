@@ -61,6 +61,10 @@ impl Timers {
     pub fn len(&self) -> usize {
         self.heap.len()
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -6,44 +6,14 @@ mod support;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use support::{http_client, http_delete, http_get, http_post_sdp, ServerProcess};
-
-/// A minimal but complete audio offer (fake fingerprint: it never gets to DTLS).
-const AUDIO_OFFER: &str = "v=0\r\n\
-o=- 4611731400430051336 2 IN IP4 127.0.0.1\r\n\
-s=-\r\n\
-t=0 0\r\n\
-a=group:BUNDLE 0\r\n\
-a=msid-semantic: WMS\r\n\
-m=audio 9 UDP/TLS/RTP/SAVPF 111\r\n\
-c=IN IP4 0.0.0.0\r\n\
-a=rtcp:9 IN IP4 0.0.0.0\r\n\
-a=ice-ufrag:Kx9f\r\n\
-a=ice-pwd:Nw5Yb2XzT0t1QZ0ScmTn3aJ8\r\n\
-a=fingerprint:sha-256 6B:8B:5D:EA:59:04:20:23:29:C8:87:1C:CC:87:32:BE:DD:8C:66:A5:8E:50:55:EA:8C:D3:B6:5C:09:5E:D6:BC\r\n\
-a=setup:actpass\r\n\
-a=mid:0\r\n\
-a=sendrecv\r\n\
-a=rtcp-mux\r\n\
-a=rtpmap:111 opus/48000/2\r\n\
-a=fmtp:111 minptime=10;useinbandfec=1\r\n\
-a=ssrc:1001 cname:test\r\n";
+use support::{
+    http_client, http_delete, http_get, http_post_sdp, metric_sum, ServerProcess, AUDIO_OFFER,
+};
 
 fn metrics(server: &ServerProcess) -> String {
     let r = http_get(&server.url("/metrics"), None);
     assert_eq!(r.status, 200);
     r.body
-}
-
-/// Sum of every sample of `name` whose labels contain all of `labels`.
-fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .filter(|l| labels.iter().all(|lab| l.contains(lab)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| v as u64)
-        .sum()
 }
 
 fn wait_for_metric(server: &ServerProcess, name: &str, labels: &[&str], want: u64) -> String {
@@ -87,7 +57,7 @@ fn send_paced(sock: &UdpSocket, to: SocketAddr, datagrams: impl Iterator<Item = 
     for d in datagrams {
         sock.send_to(&d, to).expect("send");
         n += 1;
-        if n % 200 == 0 {
+        if n.is_multiple_of(200) {
             std::thread::sleep(Duration::from_millis(2));
         }
     }

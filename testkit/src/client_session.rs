@@ -1,0 +1,781 @@
+//! One simulated WebRTC client as a pure state machine: str0m's `Rtc` plus Opus on both sides.
+//!
+//! No sockets, no threads, no clock. The owner feeds in datagrams
+//! ([`ClientSession::handle_datagram`]) and time ([`ClientSession::handle_timeout`]), then sends
+//! what [`ClientSession::poll_transmit`] hands out and wakes again at
+//! [`ClientSession::poll_timeout`]. Every mutation of the `Rtc` is followed by a full drain of
+//! `poll_output` (str0m's single-mutation invariant); the drain routes str0m's output here:
+//! transmits are queued (after loss injection), audio frames are decoded, data-channel messages
+//! and lifecycle timings are recorded.
+//!
+//! Uplink audio rides the same deadline: from DTLS connected, one Opus frame every 20 ms with an
+//! RTP clock advancing 960 ticks per frame, for `send_for`.
+
+use std::collections::{HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use str0m::change::{SdpAnswer, SdpPendingOffer};
+use str0m::channel::ChannelId;
+use str0m::error::{IceError, SdpError};
+use str0m::format::Codec;
+use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid, Pt};
+use str0m::net::{Protocol, Receive, Transmit};
+use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcError};
+
+use crate::downlink_audio::{DownlinkAudio, DownlinkCounters};
+use crate::loss_injector::{is_rtp, LossInjector};
+use crate::session_config::{SessionConfig, DATA_CHANNEL_LABEL};
+use crate::session_report::SessionReport;
+use crate::signal::{SignalSource, FRAME_DURATION, FRAME_SAMPLES, SAMPLE_RATE};
+use crate::signaling_client::{sdp_ice_ufrag, CreatedSession};
+use crate::tail_buffer::TailBuffer;
+use crate::uplink_audio::UplinkAudio;
+
+/// Behind schedule by more than this, the uplink skips frames instead of bursting them.
+const MAX_CATCH_UP: Duration = Duration::from_millis(100);
+/// Lifecycle events kept for [`ClientSession::poll_event`] when nobody polls them.
+const MAX_PENDING_EVENTS: usize = 64;
+
+/// Failures of a client session.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// str0m refused an operation.
+    #[error("webrtc: {0}")]
+    Rtc(#[from] RtcError),
+    /// The answer SDP did not parse.
+    #[error("bad answer SDP: {0}")]
+    Sdp(#[from] SdpError),
+    /// The local address cannot be an ICE host candidate (e.g. 0.0.0.0).
+    #[error("bad local candidate: {0}")]
+    Candidate(#[from] IceError),
+    /// libopus failed to set up.
+    #[error("opus: {0}")]
+    Opus(#[from] opus::Error),
+    /// An answer arrived but no offer was outstanding.
+    #[error("no offer is pending")]
+    NoPendingOffer,
+    /// str0m produced no offer for the requested change.
+    #[error("nothing to offer")]
+    NothingToOffer,
+    /// The answer did not negotiate Opus for the audio m-line.
+    #[error("Opus was not negotiated")]
+    NoOpus,
+    /// The data channel is not open (not offered, not yet open, or closed).
+    #[error("data channel is not open")]
+    ChannelNotOpen,
+    /// The data channel's send buffer is full.
+    #[error("data channel send buffer is full")]
+    ChannelBufferFull,
+    /// The session has ended.
+    #[error("session is closed")]
+    Closed,
+}
+
+/// Lifecycle changes, for owners that want to react instead of polling state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// The ICE connection state changed.
+    IceState(IceConnectionState),
+    /// ICE and DTLS are up; uplink audio starts.
+    Connected,
+    /// The data channel opened.
+    ChannelOpen,
+    /// The data channel closed.
+    ChannelClosed,
+    /// The session ended (locally, by the peer, or by failure).
+    Closed,
+}
+
+/// When things happened, measured from the start of signaling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionTimings {
+    /// Answer SDP accepted.
+    pub answer: Option<Duration>,
+    /// First ICE state Connected or Completed.
+    pub ice_connected: Option<Duration>,
+    /// DTLS handshake done.
+    pub dtls_connected: Option<Duration>,
+    /// First uplink RTP datagram handed out for sending.
+    pub first_audio_sent: Option<Duration>,
+    /// First downlink audio frame received.
+    pub first_audio_received: Option<Duration>,
+}
+
+/// Schedule of the uplink: when the next frame is due and when to stop.
+#[derive(Debug, Default)]
+struct UplinkPlan {
+    send_for: Duration,
+    next_at: Option<Instant>,
+    stop_at: Option<Instant>,
+    rtp_time: u64,
+    frames_written: u64,
+    frames_skipped: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    datagrams_received: u64,
+    datagrams_unparsed: u64,
+    datagrams_sent: u64,
+    send_errors: u64,
+    audio_packets_sent: u64,
+    channel_messages_received: u64,
+    ice_restarts: u32,
+}
+
+/// One client: an offering, controlling, full-ICE str0m peer with one SendRecv Opus m-line and,
+/// optionally, the `oai-events` data channel.
+pub struct ClientSession {
+    rtc: Rtc,
+    started: Instant,
+    local_addr: SocketAddr,
+    mid: Option<Mid>,
+    opus_pt: Option<Pt>,
+    pending: Option<SdpPendingOffer>,
+    channel: Option<ChannelId>,
+    channel_open: bool,
+    session_id: String,
+    location: String,
+    server_ufrag: String,
+    rtc_deadline: Instant,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<SessionEvent>,
+    uplink: UplinkAudio,
+    plan: UplinkPlan,
+    loss: LossInjector,
+    downlink: DownlinkAudio,
+    messages: TailBuffer<String>,
+    timings: SessionTimings,
+    counters: Counters,
+    ice_state: IceConnectionState,
+    dtls_connected: bool,
+    closed: bool,
+    last_error: Option<String>,
+    remote_addrs_seen: HashSet<SocketAddr>,
+    last_source: Option<SocketAddr>,
+    destinations: HashSet<SocketAddr>,
+    last_destination: Option<SocketAddr>,
+}
+
+impl ClientSession {
+    /// A new session whose socket is bound at `local_addr`, and its SDP offer.
+    ///
+    /// `started` is the origin of all [`SessionTimings`]: pass the instant signaling begins.
+    pub fn new(
+        cfg: &SessionConfig,
+        local_addr: SocketAddr,
+        started: Instant,
+    ) -> Result<(Self, String), SessionError> {
+        let rtc = Rtc::builder()
+            .set_ice_lite(false)
+            .clear_codecs()
+            .enable_opus(true, false)
+            .build(started);
+        let source = SignalSource::sine(cfg.tone_hz, cfg.amplitude);
+        let uplink = if cfg.precoded_uplink {
+            UplinkAudio::looped(source)?
+        } else {
+            UplinkAudio::live(source)?
+        };
+        let pcm_cap = (cfg.keep_pcm.as_secs_f64() * f64::from(SAMPLE_RATE)) as usize;
+        let mut s = ClientSession {
+            rtc,
+            started,
+            local_addr,
+            mid: None,
+            opus_pt: None,
+            pending: None,
+            channel: None,
+            channel_open: false,
+            session_id: String::new(),
+            location: String::new(),
+            server_ufrag: String::new(),
+            rtc_deadline: started,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            uplink,
+            plan: UplinkPlan {
+                send_for: cfg.send_for,
+                ..UplinkPlan::default()
+            },
+            loss: LossInjector::new(cfg.uplink_loss, cfg.seed),
+            downlink: DownlinkAudio::new(cfg.decode_downlink, cfg.keep_arrivals, pcm_cap)?,
+            messages: TailBuffer::new(cfg.keep_messages),
+            timings: SessionTimings::default(),
+            counters: Counters::default(),
+            ice_state: IceConnectionState::New,
+            dtls_connected: false,
+            closed: false,
+            last_error: None,
+            remote_addrs_seen: HashSet::new(),
+            last_source: None,
+            destinations: HashSet::new(),
+            last_destination: None,
+        };
+
+        s.rtc
+            .add_local_candidate(Candidate::host(local_addr, "udp")?);
+        s.drain(started);
+
+        let mut api = s.rtc.sdp_api();
+        let mid = api.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
+        if cfg.data_channel {
+            api.add_channel(DATA_CHANNEL_LABEL.to_owned());
+        }
+        let (offer, pending) = api.apply().ok_or(SessionError::NothingToOffer)?;
+        s.mid = Some(mid);
+        s.pending = Some(pending);
+        s.drain(started);
+        Ok((s, offer.to_sdp_string()))
+    }
+
+    /// Applies the result of the signaling POST: records the server's session id and location,
+    /// then accepts the answer.
+    pub fn accept_created(
+        &mut self,
+        now: Instant,
+        created: &CreatedSession,
+    ) -> Result<(), SessionError> {
+        self.session_id.clone_from(&created.session_id);
+        self.location.clone_from(&created.location);
+        self.accept_answer(now, &created.answer_sdp)
+    }
+
+    /// Accepts the answer to the pending offer (the initial one or an ICE restart).
+    pub fn accept_answer(&mut self, now: Instant, answer_sdp: &str) -> Result<(), SessionError> {
+        let pending = self.pending.take().ok_or(SessionError::NoPendingOffer)?;
+        let answer = SdpAnswer::from_sdp_string(answer_sdp)?;
+        let result = self.rtc.sdp_api().accept_answer(pending, answer);
+        if let Err(e) = result {
+            self.drain(now);
+            return Err(e.into());
+        }
+        if let Some(ufrag) = sdp_ice_ufrag(answer_sdp) {
+            self.server_ufrag = ufrag.to_owned();
+        }
+        if self.timings.answer.is_none() {
+            self.timings.answer = Some(now.saturating_duration_since(self.started));
+        } else {
+            self.counters.ice_restarts += 1;
+        }
+        self.opus_pt = self.mid.and_then(|mid| {
+            self.rtc.writer(mid).and_then(|w| {
+                w.payload_params()
+                    .find(|p| p.spec().codec == Codec::Opus)
+                    .map(|p| p.pt())
+            })
+        });
+        self.drain(now);
+        if self.opus_pt.is_none() {
+            return Err(SessionError::NoOpus);
+        }
+        Ok(())
+    }
+
+    /// Starts an ICE restart (new local ICE credentials, same candidates); returns the offer to
+    /// PATCH to the server. Finish with [`ClientSession::accept_answer`], or abandon with
+    /// [`ClientSession::cancel_pending_offer`].
+    pub fn start_ice_restart(&mut self, now: Instant) -> Result<String, SessionError> {
+        if self.closed {
+            return Err(SessionError::Closed);
+        }
+        let mut api = self.rtc.sdp_api();
+        api.ice_restart(true);
+        let (offer, pending) = api.apply().ok_or(SessionError::NothingToOffer)?;
+        self.pending = Some(pending);
+        self.drain(now);
+        Ok(offer.to_sdp_string())
+    }
+
+    /// Forgets an outstanding offer (for example after the PATCH failed).
+    pub fn cancel_pending_offer(&mut self) {
+        self.pending = None;
+    }
+
+    /// Feeds one datagram that arrived on this session's socket.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        source: SocketAddr,
+        destination: SocketAddr,
+        bytes: &[u8],
+    ) {
+        if self.closed || !self.rtc.is_alive() {
+            return;
+        }
+        self.counters.datagrams_received += 1;
+        if self.last_source != Some(source) {
+            self.last_source = Some(source);
+            self.remote_addrs_seen.insert(source);
+        }
+        let Ok(receive) = Receive::new(Protocol::Udp, source, destination, bytes) else {
+            self.counters.datagrams_unparsed += 1;
+            return;
+        };
+        if let Err(e) = self.rtc.handle_input(Input::Receive(now, receive)) {
+            self.fail(e);
+            return;
+        }
+        self.drain(now);
+    }
+
+    /// Advances time: str0m's timers, then any uplink frames that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.closed || !self.rtc.is_alive() {
+            return;
+        }
+        if let Err(e) = self.rtc.handle_input(Input::Timeout(now)) {
+            self.fail(e);
+            return;
+        }
+        self.drain(now);
+        self.pump_uplink(now);
+    }
+
+    /// When to call [`ClientSession::handle_timeout`] next; `None` once the session is dead.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.closed || !self.rtc.is_alive() {
+            return None;
+        }
+        Some(match self.plan.next_at {
+            Some(t) => t.min(self.rtc_deadline),
+            None => self.rtc_deadline,
+        })
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        let t = self.transmits.pop_front()?;
+        self.counters.datagrams_sent += 1;
+        Some(t)
+    }
+
+    /// Tells the session the socket refused a datagram it handed out.
+    pub fn record_send_error(&mut self) {
+        self.counters.send_errors += 1;
+    }
+
+    /// The next lifecycle event (the most recent 64 are kept if nobody polls).
+    pub fn poll_event(&mut self) -> Option<SessionEvent> {
+        self.events.pop_front()
+    }
+
+    /// Sends a text message on the data channel.
+    pub fn send_channel_text(&mut self, now: Instant, text: &str) -> Result<(), SessionError> {
+        let id = self
+            .channel
+            .filter(|_| self.channel_open)
+            .ok_or(SessionError::ChannelNotOpen)?;
+        let mut channel = self.rtc.channel(id).ok_or(SessionError::ChannelNotOpen)?;
+        let written = channel.write(false, text.as_bytes());
+        self.drain(now);
+        match written {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(SessionError::ChannelBufferFull),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Stops uplink audio now.
+    pub fn stop_audio(&mut self) {
+        self.plan.next_at = None;
+    }
+
+    /// (Re)starts uplink audio at `now` for `send_for` (`Duration::MAX`: until stopped).
+    /// Ignored until the session is connected; the RTP clock continues where it stopped.
+    pub fn start_audio(&mut self, now: Instant, send_for: Duration) {
+        self.plan.send_for = send_for;
+        if self.dtls_connected && !self.closed {
+            self.schedule_uplink(now);
+        }
+    }
+
+    /// Closes locally: RTCP BYE, SCTP shutdown and DTLS close_notify are queued for sending.
+    pub fn close(&mut self, now: Instant) {
+        if self.rtc.is_alive() {
+            if let Err(e) = self.rtc.close() {
+                self.last_error.get_or_insert_with(|| e.to_string());
+            }
+            self.drain(now);
+        }
+        self.mark_closed();
+    }
+
+    /// Goes silent without telling anyone, like a client whose network vanished.
+    pub fn abandon(&mut self) {
+        self.rtc.disconnect();
+        self.transmits.clear();
+        self.mark_closed();
+    }
+
+    /// Snapshot of identity, timings, counters and state.
+    pub fn report(&self) -> SessionReport {
+        let down = self.downlink.counters();
+        SessionReport {
+            session_id: self.session_id.clone(),
+            location: self.location.clone(),
+            local_addr: self.local_addr,
+            server_ufrag: self.server_ufrag.clone(),
+            connected: self.is_connected(),
+            t_answer: self.timings.answer,
+            t_ice_connected: self.timings.ice_connected,
+            t_dtls_connected: self.timings.dtls_connected,
+            t_first_audio_sent: self.timings.first_audio_sent,
+            t_first_audio_received: self.timings.first_audio_received,
+            audio_frames_written: self.plan.frames_written,
+            audio_packets_sent: self.counters.audio_packets_sent,
+            audio_packets_dropped: self.loss.dropped(),
+            audio_packets_received: down.packets,
+            audio_packets_lost: down.packets_lost,
+            frames_decoded: down.frames_decoded,
+            frames_concealed: down.frames_concealed,
+            channel_open: self.channel_open,
+            channel_messages_received: self.counters.channel_messages_received,
+            ice_state: format!("{:?}", self.ice_state),
+            ice_restarts: self.counters.ice_restarts,
+            datagrams_received: self.counters.datagrams_received,
+            datagrams_sent: self.counters.datagrams_sent,
+            send_errors: self.counters.send_errors,
+            closed: self.closed,
+            last_error: self.last_error.clone(),
+        }
+    }
+
+    /// ICE connected (or completed), DTLS up, and not closed.
+    pub fn is_connected(&self) -> bool {
+        self.dtls_connected
+            && !self.closed
+            && matches!(
+                self.ice_state,
+                IceConnectionState::Connected | IceConnectionState::Completed
+            )
+    }
+
+    /// Whether the session has ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Whether uplink audio is currently scheduled.
+    pub fn is_sending_audio(&self) -> bool {
+        self.plan.next_at.is_some()
+    }
+
+    /// The current ICE connection state.
+    pub fn ice_state(&self) -> IceConnectionState {
+        self.ice_state
+    }
+
+    /// Whether the data channel is open.
+    pub fn channel_open(&self) -> bool {
+        self.channel_open
+    }
+
+    /// The local UDP address (the advertised host candidate).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Server session id, once answered.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// `Location` of the server resource, once answered.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The server's current ICE ufrag.
+    pub fn server_ufrag(&self) -> &str {
+        &self.server_ufrag
+    }
+
+    /// Lifecycle timings.
+    pub fn timings(&self) -> SessionTimings {
+        self.timings
+    }
+
+    /// Downlink counters (packets, loss, decoded and concealed frames).
+    pub fn downlink_counters(&self) -> DownlinkCounters {
+        self.downlink.counters()
+    }
+
+    /// The most recent decoded downlink audio, 48 kHz mono, concealment included.
+    pub fn received_pcm(&self) -> &[i16] {
+        self.downlink.pcm()
+    }
+
+    /// Arrival instants of the most recent downlink audio packets.
+    pub fn arrival_times(&self) -> &[Instant] {
+        self.downlink.arrival_times()
+    }
+
+    /// Every source address that sent this session a datagram.
+    pub fn remote_addrs_seen(&self) -> &HashSet<SocketAddr> {
+        &self.remote_addrs_seen
+    }
+
+    /// Every address this session sent a datagram to.
+    pub fn destinations(&self) -> &HashSet<SocketAddr> {
+        &self.destinations
+    }
+
+    /// The most recent data-channel messages received (binary ones lossily as UTF-8).
+    pub fn channel_messages(&self) -> &[String] {
+        self.messages.as_slice()
+    }
+
+    /// Uplink frames skipped because the owner woke the session too late.
+    pub fn uplink_frames_skipped(&self) -> u64 {
+        self.plan.frames_skipped
+    }
+
+    /// Read access to the underlying str0m instance.
+    pub fn rtc(&self) -> &Rtc {
+        &self.rtc
+    }
+
+    /// Drains str0m until it asks for a timeout, routing every output.
+    fn drain(&mut self, now: Instant) {
+        while self.rtc.is_alive() {
+            match self.rtc.poll_output() {
+                Ok(Output::Timeout(t)) => {
+                    self.rtc_deadline = t;
+                    return;
+                }
+                Ok(Output::Transmit(t)) => self.on_transmit(now, t),
+                Ok(Output::Event(e)) => self.on_event(now, e),
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            }
+        }
+        self.mark_closed();
+    }
+
+    fn on_transmit(&mut self, now: Instant, t: Transmit) {
+        if self.loss.should_drop(&t.contents) {
+            return;
+        }
+        if is_rtp(&t.contents) {
+            self.counters.audio_packets_sent += 1;
+            if self.timings.first_audio_sent.is_none() {
+                self.timings.first_audio_sent = Some(self.since_start(now));
+            }
+        }
+        if self.last_destination != Some(t.destination) {
+            self.last_destination = Some(t.destination);
+            self.destinations.insert(t.destination);
+        }
+        self.transmits.push_back(t);
+    }
+
+    fn on_event(&mut self, now: Instant, event: Event) {
+        match event {
+            Event::IceConnectionStateChange(state) => {
+                self.ice_state = state;
+                let up = matches!(
+                    state,
+                    IceConnectionState::Connected | IceConnectionState::Completed
+                );
+                if up && self.timings.ice_connected.is_none() {
+                    self.timings.ice_connected = Some(self.since_start(now));
+                }
+                self.push_event(SessionEvent::IceState(state));
+            }
+            Event::Connected => {
+                self.dtls_connected = true;
+                if self.timings.dtls_connected.is_none() {
+                    self.timings.dtls_connected = Some(self.since_start(now));
+                    self.schedule_uplink(now);
+                }
+                tracing::debug!(session = %self.session_id, "connected");
+                self.push_event(SessionEvent::Connected);
+            }
+            Event::MediaData(data) => {
+                if data.params.spec().codec != Codec::Opus {
+                    return;
+                }
+                if self.timings.first_audio_received.is_none() {
+                    self.timings.first_audio_received =
+                        Some(data.network_time.saturating_duration_since(self.started));
+                }
+                let (first, last) = (**data.seq_range.start(), **data.seq_range.end());
+                self.downlink
+                    .on_frame(data.network_time, first, last, &data.data);
+            }
+            Event::ChannelOpen(id, label)
+                if self.channel.is_none() || label == DATA_CHANNEL_LABEL =>
+            {
+                self.channel = Some(id);
+                self.channel_open = true;
+                self.push_event(SessionEvent::ChannelOpen);
+            }
+            Event::ChannelData(data) => {
+                self.counters.channel_messages_received += 1;
+                self.messages
+                    .push(String::from_utf8_lossy(&data.data).into_owned());
+            }
+            Event::ChannelClose(id) if self.channel == Some(id) => {
+                self.channel_open = false;
+                self.push_event(SessionEvent::ChannelClosed);
+            }
+            Event::Closed => self.mark_closed(),
+            _ => {}
+        }
+    }
+
+    fn schedule_uplink(&mut self, now: Instant) {
+        if self.plan.send_for.is_zero() || self.opus_pt.is_none() {
+            self.plan.next_at = None;
+            return;
+        }
+        self.plan.next_at = Some(now);
+        self.plan.stop_at = now.checked_add(self.plan.send_for);
+    }
+
+    /// Writes every uplink frame that is due by `now`.
+    fn pump_uplink(&mut self, now: Instant) {
+        while let Some(due) = self.plan.next_at {
+            if due > now {
+                return;
+            }
+            if self.plan.stop_at.is_some_and(|stop| due >= stop) {
+                self.plan.next_at = None;
+                return;
+            }
+            let behind = now - due;
+            if behind > MAX_CATCH_UP {
+                // Woken late (stalled loop): jump to the current frame instead of bursting.
+                let skip = (behind.as_nanos() / FRAME_DURATION.as_nanos()) as u32;
+                self.plan.next_at = Some(due + FRAME_DURATION * skip);
+                self.plan.rtp_time += FRAME_SAMPLES as u64 * u64::from(skip);
+                self.plan.frames_skipped += u64::from(skip);
+                continue;
+            }
+            if let Err(e) = self.write_frame(due) {
+                self.last_error.get_or_insert_with(|| e.to_string());
+                self.plan.next_at = None;
+                return;
+            }
+            self.drain(now);
+            if let Some(next) = self.plan.next_at.as_mut() {
+                *next = due + FRAME_DURATION;
+            }
+        }
+    }
+
+    fn write_frame(&mut self, wallclock: Instant) -> Result<(), SessionError> {
+        let (Some(mid), Some(pt)) = (self.mid, self.opus_pt) else {
+            return Err(SessionError::NoOpus);
+        };
+        let payload = self.uplink.next_packet()?;
+        let time = MediaTime::new(self.plan.rtp_time, Frequency::FORTY_EIGHT_KHZ);
+        let writer = self.rtc.writer(mid).ok_or(SessionError::Closed)?;
+        writer.write(pt, wallclock, time, payload)?;
+        self.plan.rtp_time += FRAME_SAMPLES as u64;
+        self.plan.frames_written += 1;
+        Ok(())
+    }
+
+    fn fail(&mut self, e: RtcError) {
+        tracing::debug!(session = %self.session_id, error = %e, "session failed");
+        self.last_error.get_or_insert_with(|| e.to_string());
+        self.rtc.disconnect();
+        self.mark_closed();
+    }
+
+    fn mark_closed(&mut self) {
+        self.plan.next_at = None;
+        if !self.closed {
+            self.closed = true;
+            self.channel_open = false;
+            tracing::debug!(session = %self.session_id, "closed");
+            self.push_event(SessionEvent::Closed);
+        }
+    }
+
+    fn push_event(&mut self, e: SessionEvent) {
+        if self.events.len() >= MAX_PENDING_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+
+    fn since_start(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.started)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(cfg: &SessionConfig) -> (ClientSession, String) {
+        let addr: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        ClientSession::new(cfg, addr, Instant::now()).unwrap()
+    }
+
+    #[test]
+    fn offer_has_one_sendrecv_opus_line_and_the_data_channel() {
+        let (session, sdp) = offer(&SessionConfig::default());
+        assert_eq!(sdp.matches("m=audio").count(), 1);
+        assert!(sdp.contains("a=sendrecv"));
+        assert!(sdp.to_lowercase().contains("opus/48000"));
+        assert!(sdp.contains("m=application"));
+        assert!(!sdp.contains("a=ice-lite"));
+        assert!(sdp.contains("127.0.0.1 40000 typ host"), "{sdp}");
+        assert!(!session.is_connected());
+        assert!(session.poll_timeout().is_some());
+    }
+
+    #[test]
+    fn offer_without_data_channel_has_no_application_line() {
+        let cfg = SessionConfig {
+            data_channel: false,
+            ..SessionConfig::default()
+        };
+        let (_, sdp) = offer(&cfg);
+        assert!(!sdp.contains("m=application"));
+    }
+
+    #[test]
+    fn unspecified_bind_address_is_rejected() {
+        let addr: SocketAddr = "0.0.0.0:40000".parse().unwrap();
+        let r = ClientSession::new(&SessionConfig::default(), addr, Instant::now());
+        assert!(matches!(r, Err(SessionError::Candidate(_))));
+    }
+
+    #[test]
+    fn garbage_answer_is_a_typed_error_and_keeps_nothing_pending() {
+        let (mut session, _) = offer(&SessionConfig::default());
+        let r = session.accept_answer(Instant::now(), "not sdp");
+        assert!(matches!(r, Err(SessionError::Sdp(_))), "{r:?}");
+        let r = session.accept_answer(Instant::now(), "v=0\r\n");
+        assert!(matches!(r, Err(SessionError::NoPendingOffer)), "{r:?}");
+    }
+
+    #[test]
+    fn channel_text_before_open_is_refused() {
+        let (mut session, _) = offer(&SessionConfig::default());
+        let r = session.send_channel_text(Instant::now(), "hi");
+        assert!(matches!(r, Err(SessionError::ChannelNotOpen)));
+    }
+
+    #[test]
+    fn closing_reports_closed_and_stops_timers() {
+        let (mut session, _) = offer(&SessionConfig::default());
+        session.close(Instant::now());
+        assert!(session.is_closed());
+        assert!(session.report().closed);
+        assert_eq!(session.poll_timeout(), None);
+        let mut saw_closed = false;
+        while let Some(e) = session.poll_event() {
+            saw_closed |= e == SessionEvent::Closed;
+        }
+        assert!(saw_closed);
+    }
+}

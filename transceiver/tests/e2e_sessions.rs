@@ -1,0 +1,223 @@
+//! End to end on loopback: the real transceiver process and str0m test clients (testkit)
+//! doing real ICE, DTLS and SRTP with real Opus.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use support::{http_get, metric_sum, ServerProcess};
+use voxgate_proto::hint::{self, FleetKey, Keyring};
+use voxgate_testkit::{Fleet, SessionConfig};
+
+const FLEET_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+fn client(server: &ServerProcess, i: u64, send_for: Duration) -> SessionConfig {
+    SessionConfig {
+        base_url: server.signal_url.clone(),
+        tone_hz: 300.0 + 20.0 * i as f32,
+        send_for,
+        seed: i,
+        data_channel: i.is_multiple_of(2),
+        decode_downlink: false,
+        ..Default::default()
+    }
+}
+
+fn metrics(server: &ServerProcess) -> String {
+    http_get(&server.url("/metrics"), None).body
+}
+
+fn wait_metric(server: &ServerProcess, name: &str, labels: &[&str], want: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = metric_sum(&metrics(server), name, labels);
+        if v == want || Instant::now() > deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn fifty_sessions_connect_send_opus_spread_over_loops_and_are_freed_on_delete() {
+    let server = ServerProcess::start(&["--loops", "2"]);
+    let loop_addrs: Vec<SocketAddr> = (0..2)
+        .map(|i| ([127, 0, 0, 1], server.media_base_port + i).into())
+        .collect();
+    let mut fleet = Fleet::new().unwrap();
+    for i in 0..50 {
+        fleet
+            .open(client(&server, i, Duration::from_millis(2500)))
+            .unwrap();
+    }
+    let connected = fleet.run_until(Instant::now() + Duration::from_secs(20), |f| {
+        f.all_connected()
+    });
+    assert!(
+        connected,
+        "only {}/50 connected\n{}",
+        fleet.connected_count(),
+        server.log_tail(40)
+    );
+    // Each client sends 2.5 s of Opus (125 packets); let it all arrive.
+    fleet.run_for(Duration::from_millis(3000));
+
+    let mut per_loop: HashMap<u64, usize> = HashMap::new();
+    for i in 0..fleet.len() {
+        let report = fleet.report(i);
+        assert!(
+            report.audio_packets_sent >= 100,
+            "client {i} sent only {} packets",
+            report.audio_packets_sent
+        );
+        let snap = fleet.server_state(i).unwrap();
+        let arrived = snap["counters"]["audio_packets_in"].as_u64().unwrap();
+        assert!(
+            arrived >= report.audio_packets_sent * 95 / 100,
+            "session {i}: server got {arrived} of {} audio packets: {snap}",
+            report.audio_packets_sent
+        );
+        assert_eq!(snap["state"], "connected");
+        let loop_index = snap["loop"].as_u64().unwrap();
+        *per_loop.entry(loop_index).or_default() += 1;
+        // The client only ever talked to its own loop's socket.
+        let seen: HashSet<SocketAddr> = fleet.session(i).remote_addrs_seen().clone();
+        assert_eq!(
+            seen,
+            HashSet::from([loop_addrs[loop_index as usize]]),
+            "session {i} on loop {loop_index}"
+        );
+        // And the server mapped exactly the client's address.
+        let addrs = snap["client_addrs"].as_array().unwrap();
+        assert_eq!(addrs.len(), 1);
+        assert_eq!(addrs[0], fleet.session(i).local_addr().to_string());
+    }
+    assert_eq!(per_loop.len(), 2, "both loops carry sessions: {per_loop:?}");
+    assert!(per_loop.values().all(|n| *n >= 20), "{per_loop:?}");
+
+    // No loop saw a datagram it could not attribute to one of its own sessions.
+    let text = metrics(&server);
+    for l in 0..2 {
+        let label = format!("loop=\"{l}\"");
+        assert!(metric_sum(&text, "voxgate_datagrams_in_total", &[&label]) > 0);
+        assert_eq!(
+            metric_sum(&text, "voxgate_dropped_datagrams_total", &[&label]),
+            0,
+            "{text}"
+        );
+    }
+    assert_eq!(metric_sum(&text, "voxgate_sessions_active", &[]), 50);
+
+    for i in 0..fleet.len() {
+        fleet.delete(i).unwrap();
+    }
+    assert_eq!(wait_metric(&server, "voxgate_sessions_active", &[], 0), 0);
+    for i in 0..fleet.len() {
+        let status = http_get(&server.url(&fleet.report(i).location), None).status;
+        assert_eq!(status, 404);
+    }
+    assert_eq!(
+        wait_metric(
+            &server,
+            "voxgate_sessions_ended_total",
+            &["reason=\"deleted\""],
+            50
+        ),
+        50
+    );
+}
+
+#[test]
+fn ice_restart_keeps_the_session_on_its_loop_with_a_new_minted_ufrag() {
+    let server = ServerProcess::start(&["--loops", "2", "--fleet-key", FLEET_KEY]);
+    let keys = Keyring::new(FleetKey::from_hex(1, FLEET_KEY).unwrap());
+    let mut fleet = Fleet::new().unwrap();
+    // Two sessions so the second lands on loop 1 (least loaded); restart that one.
+    fleet
+        .open(client(&server, 0, Duration::from_secs(30)))
+        .unwrap();
+    let i = fleet
+        .open(client(&server, 1, Duration::from_secs(30)))
+        .unwrap();
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    fleet.run_for(Duration::from_millis(500));
+    let before = fleet.server_state(i).unwrap();
+    let old_ufrag = fleet.session(i).server_ufrag().to_string();
+    let old_hint = hint::decode(&keys, old_ufrag.as_bytes()).expect("minted hint decodes");
+    let loop_index = before["loop"].as_u64().unwrap() as u16;
+    assert_eq!(
+        old_hint.loop_addr.port(),
+        server.media_base_port + loop_index
+    );
+
+    fleet.ice_restart(i).unwrap();
+    let new_ufrag = fleet.session(i).server_ufrag().to_string();
+    assert_ne!(new_ufrag, old_ufrag);
+    let new_hint = hint::decode(&keys, new_ufrag.as_bytes()).expect("new ufrag is a hint");
+    assert_eq!(
+        new_hint.loop_addr, old_hint.loop_addr,
+        "same loop after restart"
+    );
+
+    // Media keeps flowing on the same session after the restart.
+    let arrived_before = fleet.server_state(i).unwrap()["counters"]["audio_packets_in"]
+        .as_u64()
+        .unwrap();
+    fleet.run_for(Duration::from_millis(1500));
+    let after = fleet.server_state(i).unwrap();
+    assert_eq!(after["id"], before["id"]);
+    assert_eq!(after["loop"], before["loop"]);
+    assert_eq!(after["server_ufrag"], new_ufrag.as_str());
+    assert_eq!(after["counters"]["ice_restarts"], 1);
+    let arrived_after = after["counters"]["audio_packets_in"].as_u64().unwrap();
+    assert!(
+        arrived_after >= arrived_before + 50,
+        "audio after restart: {arrived_before} -> {arrived_after}"
+    );
+    assert!(fleet.session(i).is_connected());
+}
+
+#[test]
+fn unconnected_session_ends_at_the_connect_timeout() {
+    let server = ServerProcess::start(&["--loops", "1", "--connect-timeout-secs", "1"]);
+    let created = support::http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
+    assert_eq!(created.status, 201);
+    let location = created.header("location").unwrap();
+    assert_eq!(http_get(&server.url(&location), None).status, 200);
+    let ended = wait_metric(
+        &server,
+        "voxgate_sessions_ended_total",
+        &["reason=\"connect_timeout\""],
+        1,
+    );
+    assert_eq!(ended, 1);
+    assert_eq!(http_get(&server.url(&location), None).status, 404);
+    assert_eq!(wait_metric(&server, "voxgate_sessions_active", &[], 0), 0);
+}
+
+#[test]
+fn sigterm_ends_sessions_cleanly_and_exits_zero() {
+    let mut server = ServerProcess::start(&["--loops", "2"]);
+    let mut fleet = Fleet::new().unwrap();
+    for i in 0..4 {
+        fleet
+            .open(client(&server, i, Duration::from_secs(30)))
+            .unwrap();
+    }
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    let status = server.stop().expect("server exited");
+    assert!(status.success(), "exit status {status:?}");
+    // The clients hear the goodbye (DTLS close_notify) instead of waiting for consent to fail.
+    let closed = fleet.run_until(Instant::now() + Duration::from_secs(3), |f| {
+        (0..f.len()).all(|i| f.session(i).is_closed())
+    });
+    assert!(closed, "clients saw the session end");
+}
