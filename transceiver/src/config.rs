@@ -3,7 +3,7 @@
 //! Every flag has an environment twin (`--signal-listen` ↔ `VOXGATE_SIGNAL_LISTEN`), so a
 //! container is configured through env vars and mounted secret files alone.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,6 +41,11 @@ pub struct Config {
     /// (typically the relay's public address). Default: each loop's own socket address.
     #[arg(long, env = "VOXGATE_ADVERTISE", value_delimiter = ',')]
     pub advertise: Vec<SocketAddr>,
+
+    /// IP at which relays reach the media loops, written (encrypted) into every routing hint.
+    /// Default: the --media-listen IP, which must then be a specific address (not 0.0.0.0/::).
+    #[arg(long, env = "VOXGATE_INTERNAL_IP")]
+    pub internal_ip: Option<IpAddr>,
 
     /// Maximum concurrent sessions; beyond it POST answers 503 with Retry-After.
     #[arg(long, env = "VOXGATE_MAX_SESSIONS", default_value_t = 1000)]
@@ -95,6 +100,8 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("--media-listen {0} is a wildcard address: set --internal-ip to the IP relays reach")]
+    NoInternalIp(IpAddr),
     #[error("invalid fleet key: {0}")]
     Key(#[from] voxgate_proto::hint::KeyError),
 }
@@ -130,6 +137,17 @@ impl Config {
             addr.set_port(addr.port() + i as u16);
         }
         addr
+    }
+
+    /// The IP written into routing hints.
+    pub fn internal_ip(&self) -> Result<IpAddr, ConfigError> {
+        match self.internal_ip {
+            Some(ip) => Ok(ip),
+            None if self.media_listen.ip().is_unspecified() => {
+                Err(ConfigError::NoInternalIp(self.media_listen.ip()))
+            }
+            None => Ok(self.media_listen.ip()),
+        }
     }
 
     pub fn connect_timeout(&self) -> Duration {
@@ -179,6 +197,22 @@ mod tests {
     fn port_range_overflow_is_an_error() {
         let c = parse(&["--media-listen", "127.0.0.1:65535", "--loops", "2"]);
         assert!(matches!(c.loop_count(), Err(ConfigError::PortOverflow(..))));
+    }
+
+    #[test]
+    fn wildcard_media_listen_needs_an_internal_ip() {
+        let c = parse(&["--media-listen", "0.0.0.0:5000"]);
+        assert!(matches!(c.internal_ip(), Err(ConfigError::NoInternalIp(_))));
+        let c = parse(&[
+            "--media-listen",
+            "0.0.0.0:5000",
+            "--internal-ip",
+            "10.1.2.3",
+        ]);
+        assert_eq!(
+            c.internal_ip().unwrap(),
+            "10.1.2.3".parse::<IpAddr>().unwrap()
+        );
     }
 
     #[test]

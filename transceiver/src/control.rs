@@ -48,6 +48,8 @@ pub struct Created {
 pub struct ControlPlaneConfig {
     pub fleet_key: FleetKey,
     pub cluster_id: u32,
+    /// The IP relays reach the loops at (the hint carries it with each loop's port).
+    pub internal_ip: std::net::IpAddr,
     /// Candidates for every loop; empty = each loop's own socket address.
     pub advertise: Vec<SocketAddr>,
     pub connect_timeout: Duration,
@@ -115,7 +117,10 @@ impl ControlPlane {
     fn mint_credentials(&self, loop_index: usize) -> (String, String) {
         let hint = RoutingHint {
             cluster_id: self.config.cluster_id,
-            loop_addr: self.loops[loop_index].local_addr,
+            loop_addr: SocketAddr::new(
+                self.config.internal_ip,
+                self.loops[loop_index].local_addr.port(),
+            ),
         };
         let nonce: [u8; NONCE_LEN] = rand::random();
         let ufrag = hint::mint(&self.config.fleet_key, &hint, nonce);

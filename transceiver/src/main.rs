@@ -48,6 +48,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     let loop_count = config.loop_count()?;
+    let internal_ip = config.internal_ip()?;
     let metrics = Arc::new(Metrics::new());
     // Each session ends once, so this capacity means loops never lose an end event.
     let (events_tx, events_rx) = mpsc::channel(config.max_sessions + 1024);
@@ -78,6 +79,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         ControlPlaneConfig {
             fleet_key,
             cluster_id: config.cluster_id,
+            internal_ip,
             advertise: config.advertise.clone(),
             connect_timeout: config.connect_timeout(),
             max_sessions: config.max_sessions,

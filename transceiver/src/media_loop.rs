@@ -19,11 +19,12 @@ use slab::Slab;
 use str0m::change::SdpOffer;
 use str0m::net::Transmit;
 use tokio::sync::{mpsc, oneshot};
+use voxgate_proto::relay_header::{is_relay_framed, Direction, RelayHeader, MAX_HEADER_LEN};
 use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 
 use crate::demux::{Demux, SessionKey};
 use crate::metrics::{DropReason, LoopCounters, LoopMetrics};
-use crate::session::{EndReason, Session, SessionError, SessionId, SessionSnapshot};
+use crate::session::{ClientPath, EndReason, Session, SessionError, SessionId, SessionSnapshot};
 use crate::timers::Timers;
 
 const SOCKET: Token = Token(0);
@@ -123,6 +124,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
         demux: Demux::default(),
         timers: Timers::default(),
         buf: vec![0u8; RECV_BUF].into_boxed_slice(),
+        send_buf: vec![0u8; RECV_BUF + MAX_HEADER_LEN].into_boxed_slice(),
     };
     let thread = std::thread::Builder::new()
         .name(format!("media-loop-{index}"))
@@ -171,6 +173,8 @@ struct MediaLoop {
     demux: Demux,
     timers: Timers,
     buf: Box<[u8]>,
+    /// Scratch for relay-framed sends: header + datagram, reused (no allocation per packet).
+    send_buf: Box<[u8]>,
 }
 
 impl MediaLoop {
@@ -233,24 +237,50 @@ impl MediaLoop {
         self.buf = buf;
     }
 
-    fn on_datagram(&mut self, now: Instant, source: SocketAddr, bytes: &[u8]) {
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        // Relay-framed: the header carries the real client address; replies go back through
+        // the relay that sent it. Otherwise the client talks to us directly.
+        let (path, bytes) = if is_relay_framed(bytes) {
+            match RelayHeader::decode(bytes) {
+                Ok((h, payload)) if h.direction == Direction::ToTransceiver => (
+                    ClientPath {
+                        addr: h.client,
+                        via: Some(from),
+                    },
+                    payload,
+                ),
+                _ => {
+                    self.counters.drop(DropReason::BadRelayHeader);
+                    return;
+                }
+            }
+        } else {
+            (
+                ClientPath {
+                    addr: from,
+                    via: None,
+                },
+                bytes,
+            )
+        };
+        let source = path.addr;
         if looks_like_stun(bytes) {
             match server_ufrag(bytes) {
                 Ok(ufrag) => match self.demux.by_ufrag(ufrag) {
-                    Some(key) => self.deliver(now, key, source, bytes, true),
+                    Some(key) => self.deliver(now, key, path, bytes, true),
                     None => self.counters.drop(DropReason::StunUnknownUfrag),
                 },
                 // Not a binding request with a USERNAME: only an authenticated peer may
                 // send other STUN (e.g. indications) to its session.
                 Err(_) => match self.demux.by_addr(&source) {
-                    Some(key) => self.deliver(now, key, source, bytes, false),
+                    Some(key) => self.deliver(now, key, path, bytes, false),
                     None => self.counters.drop(DropReason::StunMalformed),
                 },
             }
             return;
         }
         match self.demux.by_addr(&source) {
-            Some(key) => self.deliver(now, key, source, bytes, false),
+            Some(key) => self.deliver(now, key, path, bytes, false),
             None => self.counters.drop(DropReason::UnknownSource),
         }
     }
@@ -259,14 +289,15 @@ impl MediaLoop {
         &mut self,
         now: Instant,
         key: SessionKey,
-        source: SocketAddr,
+        path: ClientPath,
         bytes: &[u8],
         binding_request: bool,
     ) {
+        let source = path.addr;
         let Some(session) = self.sessions.get_mut(key) else {
             return;
         };
-        if !session.handle_datagram(now, source, bytes) {
+        if !session.handle_datagram(now, path, bytes) {
             self.counters.drop(DropReason::Rejected);
         }
         let probe = binding_request.then_some(source);
@@ -304,12 +335,16 @@ impl MediaLoop {
         };
         let socket = &self.socket;
         let counters = &mut self.counters;
+        let send_buf = &mut self.send_buf;
         let mut authenticated = false;
-        let next = session.poll(now, &mut |t: &Transmit| {
+        let next = session.poll(now, &mut |t: &Transmit, via: Option<SocketAddr>| {
             if Some(t.destination) == probe && is_binding_success(&t.contents) {
                 authenticated = true;
             }
-            send(socket, counters, t);
+            match via {
+                None => send_to(socket, counters, &t.contents, t.destination),
+                Some(relay) => send_via_relay(socket, counters, send_buf, t, relay),
+            }
         });
         match next {
             Some(deadline) => {
@@ -326,7 +361,7 @@ impl MediaLoop {
         let session = self.sessions.remove(key);
         self.demux.remove_ufrag(session.ufrag());
         for addr in session.client_addrs() {
-            self.demux.remove_addr(*addr, key);
+            self.demux.remove_addr(addr, key);
         }
         self.ids.remove(&session.id);
         let reason = session.end_reason().unwrap_or(EndReason::RtcError);
@@ -436,8 +471,36 @@ impl MediaLoop {
     }
 }
 
-fn send(socket: &UdpSocket, counters: &mut LoopCounters, t: &Transmit) {
-    match socket.send_to(&t.contents, t.destination) {
+/// Frames a transmit for the relay that carried the client's traffic: header (client address)
+/// then the datagram, in the loop's reusable buffer.
+fn send_via_relay(
+    socket: &UdpSocket,
+    counters: &mut LoopCounters,
+    send_buf: &mut [u8],
+    t: &Transmit,
+    relay: SocketAddr,
+) {
+    let header = RelayHeader {
+        direction: Direction::ToClient,
+        client: t.destination,
+    };
+    let Ok(n) = header.encode(send_buf) else {
+        counters.send_errors += 1;
+        return;
+    };
+    let Some(body) = send_buf.get_mut(n..n + t.contents.len()) else {
+        counters.send_errors += 1;
+        return;
+    };
+    body.copy_from_slice(&t.contents);
+    let total = n + t.contents.len();
+    // Split borrow: the framed datagram is the prefix of the scratch buffer.
+    let framed = &send_buf[..total];
+    send_to(socket, counters, framed, relay);
+}
+
+fn send_to(socket: &UdpSocket, counters: &mut LoopCounters, bytes: &[u8], to: SocketAddr) {
+    match socket.send_to(bytes, to) {
         Ok(n) => {
             counters.datagrams_out += 1;
             counters.bytes_out += n as u64;

@@ -20,6 +20,14 @@ use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, 
 /// Most client addresses a session keeps in the demux map (a browser may probe several pairs).
 pub const MAX_CLIENT_ADDRS: usize = 8;
 
+/// Where a client's datagrams come from: its address, and the relay that carried them (if any).
+/// Replies to the client go back the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientPath {
+    pub addr: SocketAddr,
+    pub via: Option<SocketAddr>,
+}
+
 /// Random 128-bit session id, shown as 32 lowercase hex chars.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SessionId(pub u128);
@@ -101,6 +109,8 @@ pub struct SessionSnapshot {
     pub loop_index: usize,
     pub server_ufrag: String,
     pub client_addrs: Vec<String>,
+    /// Relays the client's datagrams arrive through (empty in direct mode).
+    pub relays: Vec<String>,
     pub age_ms: u64,
     pub connect_ms: Option<u64>,
     pub data_channel_open: bool,
@@ -139,7 +149,10 @@ pub struct Session {
     candidates: Vec<SocketAddr>,
     audio_mid: Option<Mid>,
     channel: Option<ChannelId>,
-    client_addrs: Vec<SocketAddr>,
+    client_addrs: Vec<ClientPath>,
+    /// The path of the latest datagram, so a check's response can be routed before its address
+    /// is authenticated.
+    last_from: Option<ClientPath>,
     state: SessionState,
     end_reason: Option<EndReason>,
     created: Instant,
@@ -198,6 +211,7 @@ impl Session {
             audio_mid: Some(audio_mid),
             channel: None,
             client_addrs: Vec::new(),
+            last_from: None,
             state: SessionState::Connecting,
             end_reason: None,
             created: now,
@@ -226,8 +240,17 @@ impl Session {
         self.state == SessionState::Ended
     }
 
-    pub fn client_addrs(&self) -> &[SocketAddr] {
-        &self.client_addrs
+    pub fn client_addrs(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.client_addrs.iter().map(|p| p.addr)
+    }
+
+    /// The relay to send datagrams for `dest` through, or `None` to send directly.
+    fn via_for(&self, dest: SocketAddr) -> Option<SocketAddr> {
+        self.client_addrs
+            .iter()
+            .chain(self.last_from.iter())
+            .find(|p| p.addr == dest)
+            .and_then(|p| p.via)
     }
 
     pub fn counters(&self) -> &SessionCounters {
@@ -246,7 +269,14 @@ impl Session {
     }
 
     /// Feeds one received datagram to str0m. Returns false if str0m rejected it.
-    pub fn handle_datagram(&mut self, now: Instant, source: SocketAddr, bytes: &[u8]) -> bool {
+    pub fn handle_datagram(&mut self, now: Instant, from: ClientPath, bytes: &[u8]) -> bool {
+        let source = from.addr;
+        self.last_from = Some(from);
+        // A known client arriving through another relay (relay restart or failover): answer
+        // through the new one.
+        if let Some(p) = self.client_addrs.iter_mut().find(|p| p.addr == source) {
+            p.via = from.via;
+        }
         let destination = self.destination_for(source);
         let Ok(receive) = Receive::new(Protocol::Udp, source, destination, bytes) else {
             return false;
@@ -273,7 +303,11 @@ impl Session {
 
     /// Drains str0m's output: transmits go to `send`, events update state and counters.
     /// Returns the next deadline, or `None` once the session has ended.
-    pub fn poll(&mut self, now: Instant, send: &mut dyn FnMut(&Transmit)) -> Option<Instant> {
+    pub fn poll(
+        &mut self,
+        now: Instant,
+        send: &mut dyn FnMut(&Transmit, Option<SocketAddr>),
+    ) -> Option<Instant> {
         loop {
             if self.is_ended() && !self.rtc.is_alive() {
                 return None;
@@ -294,7 +328,8 @@ impl Session {
                 Ok(Output::Transmit(t)) => {
                     self.counters.datagrams_out += 1;
                     self.counters.bytes_out += t.contents.len() as u64;
-                    send(&t);
+                    let via = self.via_for(t.destination);
+                    send(&t, via);
                 }
                 Ok(Output::Event(e)) => self.on_event(now, e),
                 Err(e) => {
@@ -360,19 +395,23 @@ impl Session {
     /// Records a client address that str0m has authenticated; returns an address evicted to
     /// keep the list bounded.
     pub fn add_client_addr(&mut self, addr: SocketAddr) -> Option<SocketAddr> {
-        if self.client_addrs.contains(&addr) {
+        if self.client_addrs.iter().any(|p| p.addr == addr) {
             return None;
         }
-        self.client_addrs.push(addr);
+        let via = self
+            .last_from
+            .filter(|p| p.addr == addr)
+            .and_then(|p| p.via);
+        self.client_addrs.push(ClientPath { addr, via });
         if self.client_addrs.len() > MAX_CLIENT_ADDRS {
-            return Some(self.client_addrs.remove(0));
+            return Some(self.client_addrs.remove(0).addr);
         }
         None
     }
 
     /// Drops an address that another session has since authenticated.
     pub fn forget_client_addr(&mut self, addr: SocketAddr) {
-        self.client_addrs.retain(|a| *a != addr);
+        self.client_addrs.retain(|p| p.addr != addr);
     }
 
     /// ICE restart: accept the new offer, but keep the session on this loop by replacing the
@@ -415,7 +454,20 @@ impl Session {
             state: self.state,
             loop_index,
             server_ufrag: self.ufrag.clone(),
-            client_addrs: self.client_addrs.iter().map(|a| a.to_string()).collect(),
+            client_addrs: self
+                .client_addrs
+                .iter()
+                .map(|p| p.addr.to_string())
+                .collect(),
+            relays: {
+                let mut r: Vec<String> = self
+                    .client_addrs
+                    .iter()
+                    .filter_map(|p| p.via.map(|v| v.to_string()))
+                    .collect();
+                r.dedup();
+                r
+            },
             age_ms: now.duration_since(self.created).as_millis() as u64,
             connect_ms: self
                 .connected_at
