@@ -65,3 +65,12 @@ pub use stun_username::{
     binding_request_username, looks_like_stun, server_ufrag, split_username, StunError,
     MAGIC_COOKIE,
 };
+
+/// The gRPC audio bridge API (`grpc/voxgate.proto`, package `voxgate.v1`): backends subscribe
+/// as workers, get sessions dispatched, and exchange PCM (or Opus) with the transceiver.
+/// Read the .proto for the protocol; this module is the generated prost/tonic code.
+#[cfg(feature = "grpc")]
+pub mod bridge {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("voxgate.v1");
+}
