@@ -80,6 +80,39 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_CONNECT_TIMEOUT_SECS", default_value_t = 20)]
     pub connect_timeout_secs: u64,
 
+    /// gRPC address of the audio bridge (backends subscribe here; see proto/grpc/voxgate.proto).
+    #[arg(long, env = "VOXGATE_GRPC_LISTEN", default_value = "127.0.0.1:50051")]
+    pub grpc_listen: SocketAddr,
+
+    /// Bearer token required on every gRPC call when set.
+    #[arg(long, env = "VOXGATE_GRPC_TOKEN", hide_env_values = true)]
+    pub grpc_token: Option<String>,
+
+    /// Seconds a session may wait for a backend with room before it ends (0 = wait forever).
+    #[arg(long, env = "VOXGATE_DISPATCH_TIMEOUT_SECS", default_value_t = 0)]
+    pub dispatch_timeout_secs: u64,
+
+    /// Seconds a worker has to attach a dispatched session before it goes to another worker.
+    #[arg(long, env = "VOXGATE_ATTACH_TIMEOUT_SECS", default_value_t = 5)]
+    pub attach_timeout_secs: u64,
+
+    /// Dispatches per session (after declines or lost backends) before it ends with no_backend.
+    #[arg(long, env = "VOXGATE_MAX_DISPATCH_ATTEMPTS", default_value_t = 3)]
+    pub max_dispatch_attempts: u32,
+
+    /// Refuse new sessions (503 + Retry-After) while no backend worker has room.
+    #[arg(long, env = "VOXGATE_REQUIRE_BACKEND", default_value_t = false)]
+    pub require_backend: bool,
+
+    /// Downlink Opus bitrate in bits/s.
+    #[arg(long, env = "VOXGATE_OPUS_BITRATE", default_value_t = 32_000)]
+    pub opus_bitrate: i32,
+
+    /// Downlink Opus encoder complexity, 0 (cheapest) to 10.
+    #[arg(long, env = "VOXGATE_OPUS_COMPLEXITY", default_value_t = 5,
+          value_parser = clap::value_parser!(i32).range(0..=10))]
+    pub opus_complexity: i32,
+
     /// Largest accepted signaling request body, in bytes.
     #[arg(long, env = "VOXGATE_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
     pub max_body_bytes: usize,
@@ -147,6 +180,15 @@ impl Config {
                 Err(ConfigError::NoInternalIp(self.media_listen.ip()))
             }
             None => Ok(self.media_listen.ip()),
+        }
+    }
+
+    pub fn dispatch_config(&self) -> crate::dispatch::DispatchConfig {
+        crate::dispatch::DispatchConfig {
+            attach_timeout: Duration::from_secs(self.attach_timeout_secs.max(1)),
+            dispatch_timeout: (self.dispatch_timeout_secs > 0)
+                .then(|| Duration::from_secs(self.dispatch_timeout_secs)),
+            max_attempts: self.max_dispatch_attempts.max(1),
         }
     }
 

@@ -13,11 +13,15 @@ use str0m::config::DtlsCert;
 use tokio::sync::{mpsc, oneshot};
 use voxgate_proto::hint::{self, FleetKey, RoutingHint, NONCE_LEN};
 
-use crate::media_loop::{Command, LoopEvent, LoopHandle};
+use std::collections::HashMap;
+
+use crate::audio_bridge::{EncoderSettings, OwnerEndpoints};
+use crate::bridge_service::{DispatchHandle, DispatchMsg};
+use crate::media_loop::{AttachError, Command, LoopEvent, LoopHandle};
 use crate::metrics::Metrics;
 use crate::offer::{validate_offer, OfferError};
 use crate::registry::Registry;
-use crate::session::{Session, SessionError, SessionId, SessionParams, SessionSnapshot};
+use crate::session::{EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -29,6 +33,8 @@ pub enum ControlError {
     AtCapacity(usize),
     #[error("server is draining; try another instance")]
     Draining,
+    #[error("no backend has room for a new session")]
+    NoBackend,
     #[error("media loop {0} is overloaded")]
     LoopBusy(usize),
     #[error("no such session")]
@@ -54,6 +60,9 @@ pub struct ControlPlaneConfig {
     pub advertise: Vec<SocketAddr>,
     pub connect_timeout: Duration,
     pub max_sessions: usize,
+    pub encoder: EncoderSettings,
+    /// Refuse new sessions (503) while no backend worker has room.
+    pub require_backend: bool,
 }
 
 pub struct ControlPlane {
@@ -64,6 +73,7 @@ pub struct ControlPlane {
     cert: DtlsCert,
     serial: AtomicU64,
     draining: AtomicBool,
+    dispatch: DispatchHandle,
 }
 
 impl ControlPlane {
@@ -71,6 +81,7 @@ impl ControlPlane {
         loops: Vec<LoopHandle>,
         metrics: Arc<Metrics>,
         config: ControlPlaneConfig,
+        dispatch: DispatchHandle,
     ) -> Result<Self, ControlError> {
         // One DTLS certificate for the process: generating one per session would cost
         // milliseconds of setup latency, and the fingerprint in each answer still binds it.
@@ -86,7 +97,12 @@ impl ControlPlane {
             cert,
             serial: AtomicU64::new(1),
             draining: AtomicBool::new(false),
+            dispatch,
         })
+    }
+
+    pub fn dispatch(&self) -> &DispatchHandle {
+        &self.dispatch
     }
 
     pub fn loops(&self) -> &[LoopHandle] {
@@ -127,11 +143,18 @@ impl ControlPlane {
         (ufrag, random_ice_password())
     }
 
-    pub async fn create(&self, body: &[u8]) -> Result<Created, ControlError> {
+    pub async fn create(
+        &self,
+        body: &[u8],
+        metadata: HashMap<String, String>,
+    ) -> Result<Created, ControlError> {
         if self.is_draining() {
             return Err(ControlError::Draining);
         }
         let (offer, summary) = validate_offer(body)?;
+        if self.config.require_backend && !self.dispatch.has_room().await {
+            return Err(ControlError::NoBackend);
+        }
         let reservation = self
             .registry
             .reserve()
@@ -147,6 +170,8 @@ impl ControlPlane {
             candidates: self.candidates_for(loop_index),
             connect_timeout: self.config.connect_timeout,
             audio_mid: summary.audio_mid,
+            encoder: self.config.encoder,
+            metadata: metadata.clone(),
         };
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let accepted = tokio::task::spawn_blocking(move || {
@@ -182,6 +207,9 @@ impl ControlPlane {
             return Err(ControlError::Internal("media loop stopped".into()));
         }
         self.metrics.session_created();
+        self.dispatch
+            .send(DispatchMsg::NewSession { id, metadata })
+            .await;
         tracing::info!(session = %id, loop_index, "session created");
         Ok(Created { id, answer })
     }
@@ -209,6 +237,50 @@ impl ControlPlane {
             .send(Command::Snapshot { id, reply: tx })
             .map_err(|e| ControlError::LoopBusy(e.0))?;
         rx.await.ok().flatten().ok_or(ControlError::NotFound)
+    }
+
+    /// Makes a backend stream the owner of session `id`.
+    pub async fn attach(
+        &self,
+        id: SessionId,
+        endpoints: OwnerEndpoints,
+    ) -> Result<(), AttachError> {
+        let loop_index = self.registry.loop_of(id).ok_or(AttachError::NotFound)?;
+        let (reply, rx) = oneshot::channel();
+        self.loops[loop_index]
+            .send(Command::Attach {
+                id,
+                endpoints,
+                reply,
+            })
+            .map_err(|_| AttachError::NotFound)?;
+        rx.await.unwrap_or(Err(AttachError::NotFound))
+    }
+
+    /// Adds a listen-only subscriber to session `id`'s uplink.
+    pub async fn tap(
+        &self,
+        id: SessionId,
+        tap: mpsc::Sender<voxgate_proto::bridge::Uplink>,
+    ) -> Result<(), AttachError> {
+        let loop_index = self.registry.loop_of(id).ok_or(AttachError::NotFound)?;
+        let (reply, rx) = oneshot::channel();
+        self.loops[loop_index]
+            .send(Command::Tap { id, tap, reply })
+            .map_err(|_| AttachError::NotFound)?;
+        rx.await.unwrap_or(Err(AttachError::NotFound))
+    }
+
+    /// Ends a session for a control-plane reason (e.g. no backend took it).
+    pub fn end_session(&self, id: SessionId, reason: EndReason) {
+        if let Some(loop_index) = self.registry.loop_of(id) {
+            if self.loops[loop_index]
+                .send(Command::End { id, reason })
+                .is_err()
+            {
+                tracing::warn!(session = %id, "could not end session: loop queue full");
+            }
+        }
     }
 
     /// ICE restart: the session stays on its loop; a new ufrag is minted for that loop.
@@ -244,6 +316,10 @@ impl ControlPlane {
                 LoopEvent::Ended { id, reason } => {
                     self.registry.remove(id);
                     self.metrics.session_ended(reason.as_str());
+                    self.dispatch.send(DispatchMsg::Ended { id }).await;
+                }
+                LoopEvent::OwnerLost { id } => {
+                    self.dispatch.send(DispatchMsg::OwnerLost { id }).await;
                 }
             }
         }

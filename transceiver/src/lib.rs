@@ -9,9 +9,12 @@
 //! and then by client address, and [`timers`] wake it for str0m's deadlines. Loops report ends
 //! back to the control plane; counters go to [`metrics`].
 
+pub mod audio_bridge;
+pub mod bridge_service;
 pub mod config;
 pub mod control;
 pub mod demux;
+pub mod dispatch;
 pub mod media_loop;
 pub mod metrics;
 pub mod offer;

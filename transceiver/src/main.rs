@@ -6,10 +6,18 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use voxgate_transceiver::config::{Config, KeySource, LogFormat};
 use voxgate_transceiver::control::{ControlPlane, ControlPlaneConfig};
-use voxgate_transceiver::media_loop::{self, LoopSpec};
+
+use tokio_stream::wrappers::TcpListenerStream;
+use voxgate_transceiver::audio_bridge::EncoderSettings;
+use voxgate_transceiver::bridge_service::{
+    run_dispatcher, BridgeService, DispatchHandle, DispatchMsg,
+};
+use voxgate_transceiver::dispatch::Dispatcher;
+use voxgate_transceiver::media_loop::{self, LoopEvent, LoopSpec};
 use voxgate_transceiver::metrics::Metrics;
 use voxgate_transceiver::signaling::{self, AppState};
 
@@ -73,6 +81,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         threads.push(thread);
     }
     drop(events_tx);
+    let (dispatch, dispatch_rx) = DispatchHandle::channel();
     let control = Arc::new(ControlPlane::new(
         handles,
         metrics,
@@ -83,7 +92,13 @@ fn run(config: Config) -> anyhow::Result<()> {
             advertise: config.advertise.clone(),
             connect_timeout: config.connect_timeout(),
             max_sessions: config.max_sessions,
+            encoder: EncoderSettings {
+                bitrate: config.opus_bitrate,
+                complexity: config.opus_complexity,
+            },
+            require_backend: config.require_backend,
         },
+        dispatch,
     )?);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -91,33 +106,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         .thread_name("control")
         .build()
         .context("starting the control-plane runtime")?;
-    let served = runtime.block_on(async {
-        tokio::spawn(control.clone().run_events(events_rx));
-        let listener = tokio::net::TcpListener::bind(config.signal_listen)
-            .await
-            .with_context(|| format!("binding signaling on {}", config.signal_listen))?;
-        tracing::info!(
-            signal = %listener.local_addr()?,
-            loops = loop_count,
-            media = %config.media_listen,
-            "transceiver ready"
-        );
-        let state = AppState {
-            control: control.clone(),
-            token: config.token.as_deref().map(Arc::from),
-        };
-        let app = signaling::router(state, config.max_body_bytes);
-        let shutdown_control = control.clone();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                wait_for_signal().await;
-                tracing::info!("shutting down: no new sessions, ending existing ones");
-                shutdown_control.start_draining();
-            })
-            .await
-            .context("signaling server failed")?;
-        anyhow::Ok(())
-    });
+    let served = runtime.block_on(serve(&config, control.clone(), events_rx, dispatch_rx));
     // Loops end their sessions cleanly (DTLS close_notify, RTCP BYE) before they exit.
     control.shutdown_loops();
     for t in threads {
@@ -125,6 +114,73 @@ fn run(config: Config) -> anyhow::Result<()> {
     }
     served?;
     tracing::info!("transceiver stopped");
+    Ok(())
+}
+
+/// Runs signaling and the gRPC bridge until SIGTERM/SIGINT, then drains.
+async fn serve(
+    config: &Config,
+    control: Arc<ControlPlane>,
+    events_rx: mpsc::Receiver<LoopEvent>,
+    dispatch_rx: mpsc::Receiver<DispatchMsg>,
+) -> anyhow::Result<()> {
+    tokio::spawn(control.clone().run_events(events_rx));
+    tokio::spawn(run_dispatcher(
+        Dispatcher::new(config.dispatch_config()),
+        dispatch_rx,
+        control.clone(),
+    ));
+    let http = tokio::net::TcpListener::bind(config.signal_listen)
+        .await
+        .with_context(|| format!("binding signaling on {}", config.signal_listen))?;
+    let grpc = tokio::net::TcpListener::bind(config.grpc_listen)
+        .await
+        .with_context(|| format!("binding gRPC on {}", config.grpc_listen))?;
+    tracing::info!(
+        signal = %http.local_addr()?,
+        grpc = %grpc.local_addr()?,
+        loops = control.loops().len(),
+        media = %config.media_listen,
+        "transceiver ready"
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let state = AppState {
+        control: control.clone(),
+        token: config.token.as_deref().map(Arc::from),
+    };
+    let app = signaling::router(state, config.max_body_bytes);
+    let mut http_stop = stop_rx.clone();
+    let http_task = tokio::spawn(async move {
+        axum::serve(http, app)
+            .with_graceful_shutdown(async move {
+                let _ = http_stop.changed().await;
+            })
+            .await
+    });
+    let grpc_service =
+        BridgeService::server(control.clone(), config.grpc_token.as_deref().map(Arc::from));
+    let mut grpc_stop = stop_rx.clone();
+    let grpc_task = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(grpc_service)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), async move {
+                let _ = grpc_stop.changed().await;
+            }),
+    );
+
+    wait_for_signal().await;
+    tracing::info!("shutting down: no new sessions, ending existing ones");
+    control.start_draining();
+    control.shutdown_loops();
+    let _ = stop_tx.send(true);
+    http_task
+        .await
+        .context("signaling task")?
+        .context("signaling server failed")?;
+    // Backend subscriptions (Work streams) stay open until backends hang up; don't wait long.
+    if let Ok(r) = tokio::time::timeout(Duration::from_secs(2), grpc_task).await {
+        r.context("gRPC task")?.context("gRPC server failed")?;
+    }
     Ok(())
 }
 

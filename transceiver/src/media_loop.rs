@@ -22,6 +22,9 @@ use tokio::sync::{mpsc, oneshot};
 use voxgate_proto::relay_header::{is_relay_framed, Direction, RelayHeader, MAX_HEADER_LEN};
 use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 
+use voxgate_proto::bridge::Uplink;
+
+use crate::audio_bridge::{BridgeError, OwnerEndpoints};
 use crate::demux::{Demux, SessionKey};
 use crate::metrics::{DropReason, LoopCounters, LoopMetrics};
 use crate::session::{ClientPath, EndReason, Session, SessionError, SessionId, SessionSnapshot};
@@ -55,13 +58,47 @@ pub enum Command {
         pass: String,
         reply: oneshot::Sender<Option<Result<String, SessionError>>>,
     },
+    /// Make a backend stream the session's owner.
+    Attach {
+        id: SessionId,
+        endpoints: OwnerEndpoints,
+        reply: oneshot::Sender<Result<(), AttachError>>,
+    },
+    /// Add a listen-only subscriber to the session's uplink.
+    Tap {
+        id: SessionId,
+        tap: tokio::sync::mpsc::Sender<Uplink>,
+        reply: oneshot::Sender<Result<(), AttachError>>,
+    },
+    /// End a session (e.g. no backend would take it).
+    End {
+        id: SessionId,
+        reason: EndReason,
+    },
     Shutdown,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("no such session")]
+    NotFound,
+    #[error("session already has an owner")]
+    AlreadyOwned,
+    #[error("{0}")]
+    Bridge(#[from] BridgeError),
 }
 
 /// What a loop tells the control plane.
 #[derive(Debug, Clone, Copy)]
 pub enum LoopEvent {
-    Ended { id: SessionId, reason: EndReason },
+    Ended {
+        id: SessionId,
+        reason: EndReason,
+    },
+    /// The owning backend's stream ended while the session lives on.
+    OwnerLost {
+        id: SessionId,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -346,6 +383,12 @@ impl MediaLoop {
                 Some(relay) => send_via_relay(socket, counters, send_buf, t, relay),
             }
         });
+        if session.owner_lost {
+            session.owner_lost = false;
+            let _ = self
+                .events
+                .try_send(LoopEvent::OwnerLost { id: session.id });
+        }
         match next {
             Some(deadline) => {
                 let serial = session.serial;
@@ -423,10 +466,48 @@ impl MediaLoop {
                     let result = self.ice_restart(now, id, *offer, ufrag, pass);
                     let _ = reply.send(result);
                 }
+                Command::Attach {
+                    id,
+                    endpoints,
+                    reply,
+                } => {
+                    let result = self.attach(now, id, endpoints);
+                    let _ = reply.send(result);
+                }
+                Command::Tap { id, tap, reply } => {
+                    let result = match self.ids.get(&id).and_then(|k| self.sessions.get_mut(*k)) {
+                        Some(s) => s.bridge_mut().add_tap(tap).map_err(AttachError::from),
+                        None => Err(AttachError::NotFound),
+                    };
+                    let _ = reply.send(result);
+                }
+                Command::End { id, reason } => {
+                    self.end_session(now, id, reason);
+                }
                 Command::Shutdown => return false,
             }
         }
         true
+    }
+
+    fn attach(
+        &mut self,
+        now: Instant,
+        id: SessionId,
+        endpoints: OwnerEndpoints,
+    ) -> Result<(), AttachError> {
+        let key = *self.ids.get(&id).ok_or(AttachError::NotFound)?;
+        let session = self.sessions.get_mut(key).ok_or(AttachError::NotFound)?;
+        if session.bridge_mut().has_owner() {
+            return Err(AttachError::AlreadyOwned);
+        }
+        let metadata = session.metadata().clone();
+        session
+            .bridge_mut()
+            .attach_owner(endpoints, now, &metadata)?;
+        // The bridge may now have a tick: reschedule.
+        self.drive(now, key, None);
+        Ok(())
     }
 
     fn end_session(&mut self, now: Instant, id: SessionId, reason: EndReason) -> bool {

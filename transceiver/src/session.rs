@@ -10,10 +10,14 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use std::collections::HashMap;
+
+use crate::audio_bridge::{AudioBridge, BridgeAction, BridgeCounters, EncoderSettings};
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
 use str0m::config::DtlsCert;
-use str0m::media::{MediaKind, Mid};
+use str0m::format::Codec;
+use str0m::media::{Frequency, MediaKind, MediaTime, Mid, Pt};
 use str0m::net::{Protocol, Receive, Transmit};
 use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
 
@@ -64,6 +68,10 @@ pub enum EndReason {
     ClosedByPeer,
     RtcError,
     Shutdown,
+    /// The backend hung up (Downlink.hangup).
+    BackendHangup,
+    /// No backend took the session within the dispatch policy.
+    NoBackend,
 }
 
 impl EndReason {
@@ -75,6 +83,8 @@ impl EndReason {
             EndReason::ClosedByPeer => "closed_by_peer",
             EndReason::RtcError => "rtc_error",
             EndReason::Shutdown => "shutdown",
+            EndReason::BackendHangup => "backend_hangup",
+            EndReason::NoBackend => "no_backend",
         }
     }
 }
@@ -114,7 +124,10 @@ pub struct SessionSnapshot {
     pub age_ms: u64,
     pub connect_ms: Option<u64>,
     pub data_channel_open: bool,
+    pub backend_attached: bool,
+    pub taps: usize,
     pub counters: SessionCounters,
+    pub bridge: BridgeCounters,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +151,9 @@ pub struct SessionParams {
     pub connect_timeout: Duration,
     /// The `a=mid` of the offer's audio section.
     pub audio_mid: String,
+    pub encoder: EncoderSettings,
+    /// Signaling metadata, handed to the backend in the ATTACHED event.
+    pub metadata: HashMap<String, String>,
 }
 
 pub struct Session {
@@ -148,7 +164,13 @@ pub struct Session {
     ufrag: String,
     candidates: Vec<SocketAddr>,
     audio_mid: Option<Mid>,
+    opus_pt: Option<Pt>,
     channel: Option<ChannelId>,
+    channel_labels: Vec<(ChannelId, String)>,
+    bridge: AudioBridge,
+    metadata: HashMap<String, String>,
+    /// Set when the owning backend's stream ended; the loop reports it and clears it.
+    pub owner_lost: bool,
     client_addrs: Vec<ClientPath>,
     /// The path of the latest datagram, so a check's response can be routed before its address
     /// is authenticated.
@@ -209,7 +231,12 @@ impl Session {
             ufrag: params.ufrag,
             candidates: params.candidates,
             audio_mid: Some(audio_mid),
+            opus_pt: None,
             channel: None,
+            channel_labels: Vec::new(),
+            bridge: AudioBridge::new(params.id.to_string(), params.encoder, now),
+            metadata: params.metadata,
+            owner_lost: false,
             client_addrs: Vec::new(),
             last_from: None,
             state: SessionState::Connecting,
@@ -295,6 +322,9 @@ impl Session {
             self.end(EndReason::ConnectTimeout);
             return;
         }
+        if self.bridge.next_tick().is_some_and(|t| t <= now) {
+            self.audio_tick(now);
+        }
         if let Err(e) = self.rtc.handle_input(Input::Timeout(now)) {
             tracing::info!(parent: &self.span, error = %e, "session failed on timeout");
             self.end(EndReason::RtcError);
@@ -320,10 +350,14 @@ impl Session {
                         self.rtc.disconnect();
                         return None;
                     }
+                    let mut next = t;
                     if self.state == SessionState::Connecting {
-                        return Some(t.min(self.connect_deadline));
+                        next = next.min(self.connect_deadline);
                     }
-                    return Some(t);
+                    if let Some(tick) = self.bridge.next_tick() {
+                        next = next.min(tick);
+                    }
+                    return Some(next);
                 }
                 Ok(Output::Transmit(t)) => {
                     self.counters.datagrams_out += 1;
@@ -348,10 +382,15 @@ impl Session {
             }
             Event::MediaData(d) if Some(d.mid) == self.audio_mid => {
                 self.counters.audio_packets_in += 1;
+                let seq = **d.seq_range.end();
+                let ts = d.time.numer() as u32;
+                self.bridge
+                    .on_audio_packet(d.network_time, seq, ts, &d.data);
             }
             Event::Connected if self.state == SessionState::Connecting => {
                 self.state = SessionState::Connected;
                 self.connected_at = Some(now);
+                self.bridge.on_connected(now);
                 tracing::info!(
                     parent: &self.span,
                     connect_ms = now.duration_since(self.created).as_millis() as u64,
@@ -362,11 +401,21 @@ impl Session {
                 // ICE-lite: str0m reports Disconnected when consent checks stop arriving.
                 self.end(EndReason::IceDisconnected);
             }
-            Event::ChannelOpen(id, _label) => {
+            Event::ChannelOpen(id, label) => {
                 self.channel.get_or_insert(id);
+                if self.channel_labels.len() < 16 {
+                    self.channel_labels.push((id, label));
+                }
+                self.bridge.on_channel_open();
             }
-            Event::ChannelData(_) => {
+            Event::ChannelData(d) => {
                 self.counters.channel_messages_in += 1;
+                let label = self
+                    .channel_labels
+                    .iter()
+                    .find(|(id, _)| *id == d.id)
+                    .map_or("", |(_, l)| l.as_str());
+                self.bridge.on_channel_data(label, d.binary, &d.data);
             }
             Event::Closed => self.end(EndReason::ClosedByPeer),
             _ => {}
@@ -380,6 +429,7 @@ impl Session {
         }
         self.state = SessionState::Ended;
         self.end_reason = Some(reason);
+        self.bridge.on_ended(reason.as_str());
         match reason {
             // The peer is still there: say goodbye so it does not wait for consent to fail.
             EndReason::Deleted | EndReason::Shutdown => {
@@ -390,6 +440,82 @@ impl Session {
             _ => self.rtc.disconnect(),
         }
         tracing::info!(parent: &self.span, reason = reason.as_str(), counters = ?self.counters, "session ended");
+    }
+
+    /// Audio bridge access for the loop (attach, taps).
+    pub fn bridge_mut(&mut self) -> &mut AudioBridge {
+        &mut self.bridge
+    }
+
+    pub fn metadata(&self) -> &HashMap<String, String> {
+        &self.metadata
+    }
+
+    /// The 20 ms downlink tick: act on backend messages, then send at most one Opus frame.
+    fn audio_tick(&mut self, now: Instant) {
+        while let Some(action) = self.bridge.poll_downlink() {
+            match action {
+                BridgeAction::SendData(msg) => self.send_data(msg),
+                BridgeAction::Hangup(reason) => {
+                    tracing::info!(parent: &self.span, %reason, "backend hung up");
+                    self.end(EndReason::BackendHangup);
+                    return;
+                }
+                BridgeAction::OwnerLost => self.owner_lost = true,
+            }
+        }
+        let Some(mid) = self.audio_mid else {
+            return;
+        };
+        let pt = match self.opus_pt {
+            Some(pt) => pt,
+            None => {
+                let Some(w) = self.rtc.writer(mid) else {
+                    return;
+                };
+                let Some(pt) = w
+                    .payload_params()
+                    .find(|p| p.spec().codec == Codec::Opus)
+                    .map(|p| p.pt())
+                else {
+                    return;
+                };
+                self.opus_pt = Some(pt);
+                pt
+            }
+        };
+        let Some((packet, ts)) = self.bridge.tick(now) else {
+            return;
+        };
+        let Some(writer) = self.rtc.writer(mid) else {
+            return;
+        };
+        let time = MediaTime::new(u64::from(ts), Frequency::FORTY_EIGHT_KHZ);
+        match writer.write(pt, now, time, packet) {
+            Ok(()) => self.counters.audio_packets_out += 1,
+            Err(e) => tracing::debug!(parent: &self.span, error = %e, "audio write failed"),
+        }
+    }
+
+    fn send_data(&mut self, msg: voxgate_proto::bridge::DataMessage) {
+        use voxgate_proto::bridge::data_message::Payload;
+        let id = self
+            .channel_labels
+            .iter()
+            .find(|(_, l)| *l == msg.label)
+            .map(|(id, _)| *id)
+            .or(self.channel);
+        let Some(mut channel) = id.and_then(|id| self.rtc.channel(id)) else {
+            return;
+        };
+        let result = match &msg.payload {
+            Some(Payload::Text(t)) => channel.write(false, t.as_bytes()),
+            Some(Payload::Binary(b)) => channel.write(true, b),
+            None => return,
+        };
+        if let Err(e) = result {
+            tracing::debug!(parent: &self.span, error = %e, "data channel write failed");
+        }
     }
 
     /// Records a client address that str0m has authenticated; returns an address evicted to
@@ -473,7 +599,10 @@ impl Session {
                 .connected_at
                 .map(|c| c.duration_since(self.created).as_millis() as u64),
             data_channel_open: self.channel.is_some(),
+            backend_attached: self.bridge.has_owner(),
+            taps: self.bridge.tap_count(),
             counters: self.counters,
+            bridge: *self.bridge.counters(),
         }
     }
 }

@@ -11,7 +11,9 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use std::collections::HashMap;
+
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
@@ -60,9 +62,10 @@ impl IntoResponse for ControlError {
     fn into_response(self) -> Response {
         let status = match &self {
             ControlError::BadOffer(_) | ControlError::Rejected(_) => StatusCode::BAD_REQUEST,
-            ControlError::AtCapacity(_) | ControlError::Draining | ControlError::LoopBusy(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ControlError::AtCapacity(_)
+            | ControlError::Draining
+            | ControlError::LoopBusy(_)
+            | ControlError::NoBackend => StatusCode::SERVICE_UNAVAILABLE,
             ControlError::NotFound => StatusCode::NOT_FOUND,
             ControlError::Conflict(_) => StatusCode::CONFLICT,
             ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -108,7 +111,7 @@ async fn require_token(
     next.run(req).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -132,15 +135,52 @@ fn parse_id(id: &str) -> Result<SessionId, ControlError> {
     id.parse().map_err(|_| ControlError::NotFound)
 }
 
+/// Session metadata for the backend: the POST's query parameters and its `X-Voxgate-*`
+/// headers (lower-cased, prefix removed). Bounded so a client cannot make it large.
+fn session_metadata(
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<HashMap<String, String>, String> {
+    const MAX_ENTRIES: usize = 32;
+    const MAX_KEY: usize = 64;
+    const MAX_VALUE: usize = 1024;
+    let mut meta = HashMap::new();
+    let from_query = query
+        .into_iter()
+        .flat_map(|q| form_urlencoded::parse(q.as_bytes()))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()));
+    let from_headers = headers.iter().filter_map(|(k, v)| {
+        let key = k.as_str().strip_prefix("x-voxgate-")?;
+        Some((key.to_string(), v.to_str().ok()?.to_string()))
+    });
+    for (k, v) in from_query.chain(from_headers) {
+        if k.is_empty() || k.len() > MAX_KEY || v.len() > MAX_VALUE {
+            return Err(format!(
+                "metadata keys must be 1..={MAX_KEY} bytes and values <= {MAX_VALUE}\n"
+            ));
+        }
+        meta.insert(k, v);
+        if meta.len() > MAX_ENTRIES {
+            return Err(format!("at most {MAX_ENTRIES} metadata entries\n"));
+        }
+    }
+    Ok(meta)
+}
+
 async fn create_session(
     State(state): State<AppState>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ControlError> {
     if !is_content_type(&headers, "application/sdp") {
         return Ok(unsupported_media_type());
     }
-    let created = state.control.create(&body).await?;
+    let metadata = match session_metadata(query.as_deref(), &headers) {
+        Ok(m) => m,
+        Err(msg) => return Ok((StatusCode::BAD_REQUEST, msg).into_response()),
+    };
+    let created = state.control.create(&body, metadata).await?;
     let location = format!("/v1/sessions/{}", created.id);
     Ok((
         StatusCode::CREATED,

@@ -102,6 +102,8 @@ pub struct ServerProcess {
     pub signal_addr: SocketAddr,
     /// First media UDP port (loop i binds base + i).
     pub media_base_port: u16,
+    /// The gRPC bridge address, e.g. `http://127.0.0.1:40124`.
+    pub grpc_url: String,
     /// Where the server's stdout and stderr go.
     pub log_path: PathBuf,
     child: Child,
@@ -143,6 +145,7 @@ impl ServerProcess {
         let signal_port = free_tcp_port();
         let media_base_port = free_udp_port_range(MEDIA_PORTS);
         let signal_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, signal_port));
+        let grpc_port = free_tcp_port();
         let signal_url = format!("http://{signal_addr}");
 
         let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
@@ -165,6 +168,8 @@ impl ServerProcess {
             .arg(signal_addr.to_string())
             .arg("--media-listen")
             .arg(format!("127.0.0.1:{media_base_port}"))
+            .arg("--grpc-listen")
+            .arg(format!("127.0.0.1:{grpc_port}"))
             .args(extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
@@ -184,6 +189,7 @@ impl ServerProcess {
             signal_url,
             signal_addr,
             media_base_port,
+            grpc_url: format!("http://127.0.0.1:{grpc_port}"),
             log_path,
             child,
         };

@@ -1,0 +1,560 @@
+//! Dispatch of sessions to backend workers: a Sans-IO state machine.
+//!
+//! Workers register with a capacity and report load; each new session is offered to the
+//! worker with the lowest load ratio that has room. A worker accepts by attaching (a `Session`
+//! stream) or declines (`Reject`, or silence past the attach timeout); a declined session is
+//! offered to another worker. A session whose owner is lost (stream broken, worker gone) is
+//! queued again at the front. Sessions wait in a FIFO queue while no worker has room, for at
+//! most the dispatch timeout (if set); a session that exhausts its attempts or its wait ends
+//! with `no_backend`. Time comes in as `now`; actions come out of [`Dispatcher::poll_action`].
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::session::SessionId;
+
+pub type WorkerId = String;
+
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchConfig {
+    /// A worker must attach an offered session within this time, or it counts as declined.
+    pub attach_timeout: Duration,
+    /// Longest wait in the queue; `None` waits forever.
+    pub dispatch_timeout: Option<Duration>,
+    /// Offers per session (first dispatch included) before it ends with `no_backend`.
+    pub max_attempts: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DispatchAction {
+    /// Send `WorkerCommand.dispatch` to `worker`.
+    Offer {
+        worker: WorkerId,
+        session: SessionId,
+        metadata: HashMap<String, String>,
+        attempt: u32,
+    },
+    /// No backend will take the session: end it.
+    End { session: SessionId },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DispatchError {
+    #[error("worker id {0:?} is already registered")]
+    WorkerExists(WorkerId),
+    #[error("capacity must be at least 1")]
+    ZeroCapacity,
+    #[error("session is not known to the dispatcher")]
+    UnknownSession,
+    #[error("session already has an owner (use Tap to listen)")]
+    AlreadyOwned,
+}
+
+#[derive(Debug)]
+struct Worker {
+    capacity: u32,
+    reported_active: u32,
+    /// Sessions offered to or owned by this worker.
+    holding: HashSet<SessionId>,
+}
+
+impl Worker {
+    fn active(&self) -> u32 {
+        self.reported_active.max(self.holding.len() as u32)
+    }
+
+    fn has_room(&self) -> bool {
+        self.active() < self.capacity
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stage {
+    Queued {
+        since: Instant,
+    },
+    Offered {
+        worker: WorkerId,
+        deadline: Instant,
+    },
+    /// Owned by a worker, or by a direct attach (`None`).
+    Owned {
+        worker: Option<WorkerId>,
+    },
+}
+
+#[derive(Debug)]
+struct Tracked {
+    stage: Stage,
+    attempts: u32,
+    declined_by: Vec<WorkerId>,
+    metadata: HashMap<String, String>,
+}
+
+#[derive(Debug)]
+pub struct Dispatcher {
+    config: DispatchConfig,
+    workers: HashMap<WorkerId, Worker>,
+    sessions: HashMap<SessionId, Tracked>,
+    queue: VecDeque<SessionId>,
+    actions: VecDeque<DispatchAction>,
+}
+
+impl Dispatcher {
+    pub fn new(config: DispatchConfig) -> Self {
+        Dispatcher {
+            config,
+            workers: HashMap::new(),
+            sessions: HashMap::new(),
+            queue: VecDeque::new(),
+            actions: VecDeque::new(),
+        }
+    }
+
+    pub fn register(&mut self, worker: &str, capacity: u32) -> Result<(), DispatchError> {
+        if capacity == 0 {
+            return Err(DispatchError::ZeroCapacity);
+        }
+        if self.workers.contains_key(worker) {
+            return Err(DispatchError::WorkerExists(worker.to_string()));
+        }
+        self.workers.insert(
+            worker.to_string(),
+            Worker {
+                capacity,
+                reported_active: 0,
+                holding: HashSet::new(),
+            },
+        );
+        Ok(())
+    }
+
+    pub fn load(&mut self, worker: &str, active: u32, capacity: u32) {
+        if let Some(w) = self.workers.get_mut(worker) {
+            w.reported_active = active;
+            if capacity > 0 {
+                w.capacity = capacity;
+            }
+        }
+    }
+
+    /// A worker's subscription ended: its sessions go back to the front of the queue.
+    pub fn worker_gone(&mut self, now: Instant, worker: &str) {
+        let Some(w) = self.workers.remove(worker) else {
+            return;
+        };
+        for id in w.holding {
+            self.requeue_front(now, id, Some(worker));
+        }
+    }
+
+    pub fn new_session(&mut self, now: Instant, id: SessionId, metadata: HashMap<String, String>) {
+        self.sessions.insert(
+            id,
+            Tracked {
+                stage: Stage::Queued { since: now },
+                attempts: 0,
+                declined_by: Vec::new(),
+                metadata,
+            },
+        );
+        self.queue.push_back(id);
+    }
+
+    pub fn rejected(&mut self, now: Instant, id: SessionId, worker: &str) {
+        let offered_here = matches!(
+            self.sessions.get(&id).map(|t| &t.stage),
+            Some(Stage::Offered { worker: w, .. }) if w == worker
+        );
+        if offered_here {
+            self.release(id, worker);
+            self.requeue_front(now, id, Some(worker));
+        }
+    }
+
+    /// A `Session` stream attached. `worker` is the attaching worker's id, if any.
+    pub fn attached(&mut self, id: SessionId, worker: Option<&str>) -> Result<(), DispatchError> {
+        let t = self
+            .sessions
+            .get_mut(&id)
+            .ok_or(DispatchError::UnknownSession)?;
+        let previous = match &t.stage {
+            Stage::Owned { .. } => return Err(DispatchError::AlreadyOwned),
+            Stage::Offered { worker, .. } => Some(worker.clone()),
+            Stage::Queued { .. } => None,
+        };
+        let owner = worker
+            .filter(|w| self.workers.contains_key(*w))
+            .map(str::to_string);
+        t.stage = Stage::Owned {
+            worker: owner.clone(),
+        };
+        self.queue.retain(|q| *q != id);
+        if let Some(p) = previous {
+            if owner.as_deref() != Some(p.as_str()) {
+                self.release(id, &p);
+            }
+        }
+        if let Some(w) = owner.and_then(|o| self.workers.get_mut(&o)) {
+            w.holding.insert(id);
+        }
+        Ok(())
+    }
+
+    /// The owner's stream broke before the session ended: dispatch it again.
+    pub fn owner_lost(&mut self, now: Instant, id: SessionId) {
+        let owner = match self.sessions.get(&id).map(|t| &t.stage) {
+            Some(Stage::Owned { worker }) => worker.clone(),
+            _ => return,
+        };
+        if let Some(w) = &owner {
+            self.release(id, w);
+        }
+        self.requeue_front(now, id, owner.as_deref());
+    }
+
+    pub fn session_ended(&mut self, id: SessionId) {
+        if let Some(t) = self.sessions.remove(&id) {
+            match t.stage {
+                Stage::Offered { worker, .. }
+                | Stage::Owned {
+                    worker: Some(worker),
+                } => self.release(id, &worker),
+                _ => {}
+            }
+        }
+        self.queue.retain(|q| *q != id);
+    }
+
+    /// Is there a worker with room (for `--require-backend` admission)?
+    pub fn has_room(&self) -> bool {
+        let waiting = self.queue.len() as u64;
+        let room: u64 = self
+            .workers
+            .values()
+            .map(|w| u64::from(w.capacity.saturating_sub(w.active())))
+            .sum();
+        room > waiting
+    }
+
+    pub fn worker_count(&self) -> usize {
+        self.workers.len()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Which worker holds (was offered or owns) `id`.
+    pub fn holder(&self, id: SessionId) -> Option<&str> {
+        match &self.sessions.get(&id)?.stage {
+            Stage::Offered { worker, .. } => Some(worker),
+            Stage::Owned { worker } => worker.as_deref(),
+            Stage::Queued { .. } => None,
+        }
+    }
+
+    fn release(&mut self, id: SessionId, worker: &str) {
+        if let Some(w) = self.workers.get_mut(worker) {
+            w.holding.remove(&id);
+        }
+    }
+
+    fn requeue_front(&mut self, now: Instant, id: SessionId, declined_by: Option<&str>) {
+        let Some(t) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        if let Some(w) = declined_by {
+            t.declined_by.push(w.to_string());
+        }
+        t.stage = Stage::Queued { since: now };
+        if t.attempts >= self.config.max_attempts {
+            self.actions.push_back(DispatchAction::End { session: id });
+            self.sessions.remove(&id);
+            return;
+        }
+        self.queue.push_front(id);
+    }
+
+    /// Runs timeouts and assignments; returns the next action to carry out.
+    pub fn poll_action(&mut self, now: Instant) -> Option<DispatchAction> {
+        if let Some(a) = self.actions.pop_front() {
+            return Some(a);
+        }
+        self.expire(now);
+        self.assign(now);
+        self.actions.pop_front()
+    }
+
+    fn expire(&mut self, now: Instant) {
+        let late: Vec<(SessionId, WorkerId)> = self
+            .sessions
+            .iter()
+            .filter_map(|(id, t)| match &t.stage {
+                Stage::Offered { worker, deadline } if *deadline <= now => {
+                    Some((*id, worker.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (id, worker) in late {
+            self.release(id, &worker);
+            self.requeue_front(now, id, Some(&worker));
+        }
+        if let Some(limit) = self.config.dispatch_timeout {
+            let expired: Vec<SessionId> = self
+                .queue
+                .iter()
+                .copied()
+                .filter(|id| {
+                    matches!(self.sessions.get(id).map(|t| &t.stage),
+                        Some(Stage::Queued { since }) if now.duration_since(*since) >= limit)
+                })
+                .collect();
+            for id in expired {
+                self.queue.retain(|q| *q != id);
+                self.sessions.remove(&id);
+                self.actions.push_back(DispatchAction::End { session: id });
+            }
+        }
+    }
+
+    fn assign(&mut self, now: Instant) {
+        let mut skipped = VecDeque::new();
+        while let Some(id) = self.queue.pop_front() {
+            let Some(t) = self.sessions.get(&id) else {
+                continue;
+            };
+            let best = self
+                .workers
+                .iter()
+                .filter(|(wid, w)| w.has_room() && !t.declined_by.contains(*wid))
+                .min_by(|(an, a), (bn, b)| {
+                    // Lowest load ratio; ties by fewer sessions held, then id (deterministic).
+                    let ra = u64::from(a.active()) * u64::from(b.capacity);
+                    let rb = u64::from(b.active()) * u64::from(a.capacity);
+                    ra.cmp(&rb)
+                        .then(a.active().cmp(&b.active()))
+                        .then(an.cmp(bn))
+                })
+                .map(|(wid, _)| wid.clone());
+            let Some(worker) = best else {
+                // Every worker with room declined this one: give other workers a chance
+                // later (new capacity or registrations), and keep FIFO order for the rest.
+                let any_room = self.workers.values().any(Worker::has_room);
+                skipped.push_back(id);
+                if !any_room {
+                    break;
+                }
+                continue;
+            };
+            let Some(t) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            t.attempts += 1;
+            t.stage = Stage::Offered {
+                worker: worker.clone(),
+                deadline: now + self.config.attach_timeout,
+            };
+            let action = DispatchAction::Offer {
+                worker: worker.clone(),
+                session: id,
+                metadata: t.metadata.clone(),
+                attempt: t.attempts,
+            };
+            if let Some(w) = self.workers.get_mut(&worker) {
+                w.holding.insert(id);
+            }
+            self.actions.push_back(action);
+        }
+        while let Some(id) = skipped.pop_back() {
+            self.queue.push_front(id);
+        }
+    }
+
+    /// When `poll_action` must run next for timeouts.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let offers = self.sessions.values().filter_map(|t| match &t.stage {
+            Stage::Offered { deadline, .. } => Some(*deadline),
+            _ => None,
+        });
+        let waits = self.config.dispatch_timeout.and_then(|limit| {
+            self.queue
+                .iter()
+                .filter_map(|id| match self.sessions.get(id).map(|t| &t.stage) {
+                    Some(Stage::Queued { since }) => Some(*since + limit),
+                    _ => None,
+                })
+                .min()
+        });
+        offers.chain(waits).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> DispatchConfig {
+        DispatchConfig {
+            attach_timeout: Duration::from_secs(2),
+            dispatch_timeout: Some(Duration::from_secs(10)),
+            max_attempts: 3,
+        }
+    }
+
+    fn drain(d: &mut Dispatcher, now: Instant) -> Vec<DispatchAction> {
+        std::iter::from_fn(|| d.poll_action(now)).collect()
+    }
+
+    fn offered_to(actions: &[DispatchAction]) -> Vec<(SessionId, String)> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                DispatchAction::Offer {
+                    worker, session, ..
+                } => Some((*session, worker.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn six_sessions_spread_over_three_workers_by_load_and_the_seventh_waits() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        for w in ["a", "b", "c"] {
+            d.register(w, 2).unwrap();
+        }
+        for i in 0..7 {
+            d.new_session(t0, SessionId(i), HashMap::new());
+        }
+        let offers = offered_to(&drain(&mut d, t0));
+        assert_eq!(offers.len(), 6);
+        for w in ["a", "b", "c"] {
+            assert_eq!(
+                offers.iter().filter(|(_, x)| x == w).count(),
+                2,
+                "{offers:?}"
+            );
+        }
+        // Round robin by load: the first three go to three different workers.
+        let first: HashSet<_> = offers[..3].iter().map(|(_, w)| w.clone()).collect();
+        assert_eq!(first.len(), 3);
+        assert_eq!(d.queued(), 1, "the 7th waits");
+        assert!(!d.has_room());
+        for (s, w) in &offers {
+            d.attached(*s, Some(w)).unwrap();
+        }
+        // A session ends: the waiting one is offered the freed slot.
+        d.session_ended(offers[0].0);
+        let next = offered_to(&drain(&mut d, t0));
+        assert_eq!(next, vec![(SessionId(6), offers[0].1.clone())]);
+    }
+
+    #[test]
+    fn lost_worker_sessions_are_redispatched_to_others() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("a", 2).unwrap();
+        d.register("b", 2).unwrap();
+        d.new_session(t0, SessionId(1), HashMap::new());
+        let offers = offered_to(&drain(&mut d, t0));
+        let first = offers[0].1.clone();
+        d.attached(SessionId(1), Some(&first)).unwrap();
+        d.worker_gone(t0, &first);
+        let again = drain(&mut d, t0);
+        let other = if first == "a" { "b" } else { "a" };
+        assert_eq!(
+            again,
+            vec![DispatchAction::Offer {
+                worker: other.to_string(),
+                session: SessionId(1),
+                metadata: HashMap::new(),
+                attempt: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn silent_or_rejecting_workers_exhaust_attempts_and_end_the_session() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(DispatchConfig {
+            max_attempts: 2,
+            ..cfg()
+        });
+        d.register("a", 5).unwrap();
+        d.register("b", 5).unwrap();
+        d.new_session(t0, SessionId(9), HashMap::new());
+        let o = offered_to(&drain(&mut d, t0));
+        d.rejected(t0, SessionId(9), &o[0].1);
+        let o2 = offered_to(&drain(&mut d, t0));
+        assert_ne!(
+            o2[0].1, o[0].1,
+            "not offered again to the worker that declined"
+        );
+        // The second worker never attaches: after the attach timeout, attempts are used up.
+        let late = t0 + Duration::from_secs(3);
+        assert_eq!(
+            drain(&mut d, late),
+            vec![DispatchAction::End {
+                session: SessionId(9)
+            }]
+        );
+    }
+
+    #[test]
+    fn queued_session_ends_after_the_dispatch_timeout() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.new_session(t0, SessionId(1), HashMap::new());
+        assert!(drain(&mut d, t0).is_empty());
+        assert_eq!(d.next_deadline(), Some(t0 + Duration::from_secs(10)));
+        assert_eq!(
+            drain(&mut d, t0 + Duration::from_secs(10)),
+            vec![DispatchAction::End {
+                session: SessionId(1)
+            }]
+        );
+    }
+
+    #[test]
+    fn direct_attach_takes_a_queued_session_and_a_second_owner_is_refused() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.new_session(t0, SessionId(1), HashMap::new());
+        d.attached(SessionId(1), None).unwrap();
+        assert_eq!(d.queued(), 0);
+        assert_eq!(
+            d.attached(SessionId(1), None),
+            Err(DispatchError::AlreadyOwned)
+        );
+        assert_eq!(
+            d.attached(SessionId(2), None),
+            Err(DispatchError::UnknownSession)
+        );
+    }
+
+    #[test]
+    fn duplicate_worker_ids_and_zero_capacity_are_refused() {
+        let mut d = Dispatcher::new(cfg());
+        d.register("a", 1).unwrap();
+        assert!(matches!(
+            d.register("a", 1),
+            Err(DispatchError::WorkerExists(_))
+        ));
+        assert_eq!(d.register("b", 0), Err(DispatchError::ZeroCapacity));
+    }
+
+    #[test]
+    fn reported_load_steers_dispatch() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("busy", 10).unwrap();
+        d.register("idle", 10).unwrap();
+        d.load("busy", 9, 0);
+        d.new_session(t0, SessionId(1), HashMap::new());
+        let o = offered_to(&drain(&mut d, t0));
+        assert_eq!(o[0].1, "idle");
+    }
+}
