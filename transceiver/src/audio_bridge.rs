@@ -158,6 +158,19 @@ impl AudioBridge {
         self.owner.is_some()
     }
 
+    /// Drops an owner whose streams are closed (its backend died but no tick noticed yet), so
+    /// a new owner can attach at once. Returns whether a live owner remains.
+    pub fn has_live_owner(&mut self) -> bool {
+        let dead = self
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.uplink.is_closed() || o.downlink.is_closed());
+        if dead {
+            self.detach_owner();
+        }
+        self.owner.is_some()
+    }
+
     pub fn tap_count(&self) -> usize {
         self.taps.len()
     }

@@ -32,8 +32,9 @@ use crate::dispatch::{DispatchAction, DispatchError, Dispatcher};
 use crate::media_loop::AttachError;
 use crate::session::{EndReason, SessionId};
 
-/// Uplink messages buffered per subscriber (≈ 5 s of frames) before frames are dropped.
-const UPLINK_QUEUE: usize = 256;
+/// Uplink messages buffered per subscriber (≈ 2 s of frames) before frames are dropped: a
+/// backend further behind than that is stuck, and old audio is worthless to it.
+const UPLINK_QUEUE: usize = 100;
 /// Downlink messages buffered per session before the backend's stream is back-pressured.
 const DOWNLINK_QUEUE: usize = 64;
 const WORKER_QUEUE: usize = 256;

@@ -498,7 +498,7 @@ impl MediaLoop {
     ) -> Result<(), AttachError> {
         let key = *self.ids.get(&id).ok_or(AttachError::NotFound)?;
         let session = self.sessions.get_mut(key).ok_or(AttachError::NotFound)?;
-        if session.bridge_mut().has_owner() {
+        if session.bridge_mut().has_live_owner() {
             return Err(AttachError::AlreadyOwned);
         }
         let metadata = session.metadata().clone();

@@ -205,6 +205,9 @@ impl Session {
             .clear_codecs()
             .enable_opus(true, false)
             .set_stats_interval(None)
+            // Hold at most 3 packets (60 ms) behind a gap: a lost packet becomes a concealed
+            // frame quickly instead of delaying the uplink by str0m's default 15 packets.
+            .set_reordering_size_audio(3)
             .build(now);
         for addr in &params.candidates {
             let c = Candidate::host(*addr, "udp")
@@ -431,13 +434,25 @@ impl Session {
         self.end_reason = Some(reason);
         self.bridge.on_ended(reason.as_str());
         match reason {
-            // The peer is still there: say goodbye so it does not wait for consent to fail.
-            EndReason::Deleted | EndReason::Shutdown => {
+            // The peer is gone or broken: nothing to say goodbye to.
+            EndReason::IceDisconnected
+            | EndReason::ConnectTimeout
+            | EndReason::RtcError
+            | EndReason::ClosedByPeer => self.rtc.disconnect(),
+            // The peer is still there: tell it why on the data channel, then say goodbye
+            // (RTCP BYE, DTLS close_notify) so it does not wait for consent to fail.
+            _ => {
+                self.send_data(voxgate_proto::bridge::DataMessage {
+                    label: String::new(),
+                    payload: Some(voxgate_proto::bridge::data_message::Payload::Text(format!(
+                        r#"{{"type":"session.ended","reason":"{}"}}"#,
+                        reason.as_str()
+                    ))),
+                });
                 if self.rtc.close().is_err() {
                     self.rtc.disconnect();
                 }
             }
-            _ => self.rtc.disconnect(),
         }
         tracing::info!(parent: &self.span, reason = reason.as_str(), counters = ?self.counters, "session ended");
     }

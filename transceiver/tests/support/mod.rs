@@ -2,8 +2,11 @@
 //!
 //! - [`ServerProcess`]: the real `transceiver` binary on free loopback ports, its output in a log
 //!   file under `CARGO_TARGET_TMPDIR`, stopped (SIGTERM, then SIGKILL) on drop.
+//! - [`backend`]: a real gRPC backend (worker, session streams, taps) for audio-bridge tests.
 //! - Small blocking HTTP helpers (reqwest::blocking) and a subprocess runner with a timeout.
 #![allow(dead_code)]
+
+pub mod backend;
 
 use std::collections::HashSet;
 use std::fs::File;

@@ -1,0 +1,460 @@
+//! The audio bridge end to end: str0m clients (real Opus over SRTP) ↔ the transceiver ↔ a real
+//! gRPC backend (tests/support/backend.rs).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::backend::{TestTap, TestWorker};
+use support::{http_get, metric_sum, ServerProcess};
+use voxgate_testkit::signal::dominant_frequency;
+use voxgate_testkit::{Fleet, SessionConfig};
+
+fn client(server: &ServerProcess, tone: f32, send_for: Duration) -> SessionConfig {
+    SessionConfig {
+        base_url: server.signal_url.clone(),
+        tone_hz: tone,
+        amplitude: 0.3,
+        send_for,
+        data_channel: true,
+        ..Default::default()
+    }
+}
+
+/// Drives the fleet until `pred` holds (checked every 50 ms).
+fn drive_until(fleet: &mut Fleet, limit: Duration, mut pred: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        fleet.run_for(Duration::from_millis(50));
+        if pred() {
+            return true;
+        }
+    }
+    false
+}
+
+fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
+    let n = (secs * rate as f32) as usize;
+    (0..n)
+        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
+        .collect()
+}
+
+fn assert_contiguous(frames: &[(u64, bool, Instant)], what: &str) {
+    assert!(!frames.is_empty(), "{what}: no frames");
+    for (i, w) in frames.windows(2).enumerate() {
+        assert_eq!(w[1].0, w[0].0 + 1, "{what}: gap after frame {i}");
+    }
+}
+
+fn session_index(fleet: &Fleet, id: &str) -> usize {
+    (0..fleet.len())
+        .find(|i| fleet.report(*i).session_id == id)
+        .expect("session of this fleet")
+}
+
+#[test]
+fn uplink_pcm_matches_each_callers_tone_for_20_sessions() {
+    let server = ServerProcess::start(&["--loops", "2"]);
+    let worker = TestWorker::start(&server.grpc_url, "w1", 20, 24_000);
+    let mut fleet = Fleet::new().unwrap();
+    let tones: Vec<f32> = (0..20).map(|i| 300.0 + 45.0 * i as f32).collect();
+    for t in &tones {
+        fleet
+            .open(client(&server, *t, Duration::from_secs(30)))
+            .unwrap();
+    }
+    assert!(
+        drive_until(&mut fleet, Duration::from_secs(15), || worker
+            .attached()
+            .len()
+            == 20),
+        "attached: {}",
+        worker.attached().len()
+    );
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    fleet.run_for(Duration::from_secs(3));
+    for (id, log) in worker.sessions() {
+        let i = session_index(&fleet, &id);
+        assert_contiguous(&log.frames, &id);
+        assert!(
+            log.frames.len() >= 140,
+            "{id}: {} frames in 3 s",
+            log.frames.len()
+        );
+        assert_eq!(log.frames[0].0, 0, "sequence starts at 0");
+        // 24 kHz, 20 ms frames; skip the first 200 ms (codec start-up).
+        let pcm = &log.pcm[4_800..];
+        let hz = dominant_frequency(pcm, 24_000);
+        assert!(
+            (hz - tones[i]).abs() <= 10.0,
+            "session {i}: heard {hz} Hz, caller sent {} Hz",
+            tones[i]
+        );
+        let kinds: Vec<i32> = log.events.iter().map(|e| e.0).collect();
+        assert_eq!(&kinds[..2], &[1, 2], "ATTACHED then CONNECTED: {kinds:?}");
+    }
+}
+
+#[test]
+fn downlink_tone_reaches_the_caller_paced_at_20ms() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(SessionConfig {
+            amplitude: 0.0,
+            ..client(&server, 440.0, Duration::from_secs(30))
+        })
+        .unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 1
+    }));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    let id = fleet.report(i).session_id;
+    // Two seconds of 880 Hz, sent at once: the transceiver must pace it, not burst it.
+    worker.play(&id, &tone(880.0, 2.0, 48_000), "reply-1");
+    fleet.run_for(Duration::from_millis(2600));
+    let session = fleet.session(i);
+    let pcm = session.received_pcm();
+    assert!(
+        pcm.len() >= 48_000 * 19 / 10,
+        "received {} samples",
+        pcm.len()
+    );
+    let tail = &pcm[pcm.len() - 48_000..];
+    let hz = dominant_frequency(tail, 48_000);
+    assert!((hz - 880.0).abs() <= 10.0, "caller heard {hz} Hz");
+    let arrivals = session.arrival_times();
+    let mut gaps: Vec<f64> = arrivals
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_secs_f64() * 1000.0)
+        .collect();
+    assert!(gaps.len() >= 90, "{} packets", gaps.len() + 1);
+    let bursts = gaps.iter().filter(|g| **g < 5.0).count();
+    gaps.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let median = gaps[gaps.len() / 2];
+    assert!(
+        (18.0..=22.0).contains(&median),
+        "median spacing {median:.1} ms"
+    );
+    assert!(
+        bursts * 50 <= gaps.len(),
+        "{bursts} of {} packets arrived < 5 ms after the previous one",
+        gaps.len()
+    );
+    let log = worker.session(&id).unwrap();
+    let last = log.progress.last().expect("progress events");
+    assert_eq!(last.played_ms, 2000, "{last:?}");
+    assert_eq!(last.item_id, "reply-1");
+}
+
+#[test]
+fn clear_stops_audio_within_40ms_and_reports_played_time() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 16_000);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(client(&server, 440.0, Duration::from_secs(30)))
+        .unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 1
+    }));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    let id = fleet.report(i).session_id;
+    worker.play(&id, &tone(600.0, 5.0, 16_000), "long-answer");
+    fleet.run_for(Duration::from_millis(1000));
+    let cleared_at = worker.clear(&id);
+    fleet.run_for(Duration::from_millis(1000));
+
+    let arrivals = fleet.session(i).arrival_times().to_vec();
+    let last = *arrivals.last().expect("audio arrived");
+    let after = last.saturating_duration_since(cleared_at);
+    assert!(
+        after <= Duration::from_millis(40),
+        "audio kept coming {} ms after clear",
+        after.as_millis()
+    );
+    let log = worker.session(&id).unwrap();
+    let (cleared, _) = log.cleared.last().expect("Cleared answer").clone();
+    let heard_ms = fleet.report(i).audio_packets_received * 20;
+    assert!(
+        cleared.item_played_ms.abs_diff(heard_ms) <= 20,
+        "reported {} ms played, caller received {heard_ms} ms",
+        cleared.item_played_ms
+    );
+    assert_eq!(cleared.item_id, "long-answer");
+    assert!(cleared.dropped_ms >= 3000, "{cleared:?}");
+}
+
+#[test]
+fn five_percent_uplink_loss_is_concealed_into_a_continuous_sequence() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(SessionConfig {
+            uplink_loss: 0.05,
+            seed: 7,
+            ..client(&server, 500.0, Duration::from_secs(30))
+        })
+        .unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 1
+    }));
+    fleet.run_for(Duration::from_secs(4));
+    let id = fleet.report(i).session_id;
+    let log = worker.session(&id).unwrap();
+    assert_contiguous(&log.frames, "lossy session");
+    let concealed = log.frames.iter().filter(|f| f.1).count() as u64;
+    let dropped = fleet.report(i).audio_packets_dropped;
+    assert!(dropped >= 3, "the client dropped {dropped} packets");
+    assert!(
+        concealed >= dropped.saturating_sub(3) && concealed <= dropped,
+        "{concealed} concealed frames for {dropped} lost packets"
+    );
+    let hz = dominant_frequency(&log.pcm[9_600..], 48_000);
+    assert!((hz - 500.0).abs() <= 10.0, "{hz} Hz");
+}
+
+#[test]
+fn dispatch_spreads_by_load_waits_when_full_and_redispatches_lost_sessions() {
+    let server = ServerProcess::start(&["--loops", "2", "--dispatch-timeout-secs", "3"]);
+    let mut a = TestWorker::start(&server.grpc_url, "a", 2, 48_000);
+    let b = TestWorker::start(&server.grpc_url, "b", 2, 48_000);
+    let c = TestWorker::start(&server.grpc_url, "c", 2, 48_000);
+    let mut fleet = Fleet::new().unwrap();
+    for k in 0..6 {
+        let cfg = SessionConfig {
+            query: Some(format!("caller={k}")),
+            ..client(&server, 400.0, Duration::from_secs(60))
+        };
+        fleet.open(cfg).unwrap();
+    }
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        a.attached().len() + b.attached().len() + c.attached().len() == 6
+    }));
+    for w in [&a, &b, &c] {
+        assert_eq!(w.attached().len(), 2, "worker {} holds 2", w.worker_id);
+        for log in w.sessions().values() {
+            assert!(
+                log.metadata.contains_key("caller"),
+                "metadata reaches the backend"
+            );
+        }
+    }
+    // The 7th waits (documented policy: FIFO queue, up to --dispatch-timeout-secs).
+    let seventh = fleet
+        .open(client(&server, 400.0, Duration::from_secs(60)))
+        .unwrap();
+    fleet.run_for(Duration::from_millis(1000));
+    assert_eq!(
+        a.sessions().len() + b.sessions().len() + c.sessions().len(),
+        6
+    );
+    let mut d = TestWorker::start(&server.grpc_url, "d", 3, 48_000);
+    assert!(drive_until(&mut fleet, Duration::from_secs(5), || d
+        .attached()
+        .len()
+        == 1));
+    assert_eq!(d.attached(), vec![fleet.report(seventh).session_id]);
+
+    // Worker a dies: its two sessions go to d (the only worker with room), attempt 2.
+    let lost: Vec<String> = a.attached();
+    a.kill();
+    assert!(drive_until(&mut fleet, Duration::from_secs(5), || d
+        .attached()
+        .len()
+        == 3));
+    for id in &lost {
+        let log = d.session(id).expect("re-dispatched to d");
+        assert_eq!(log.attempt, 2);
+    }
+    // Worker d dies too: nobody has room; after the dispatch timeout its 3 sessions end.
+    d.kill();
+    let ended = drive_until(&mut fleet, Duration::from_secs(8), || {
+        metric_sum(
+            &http_get(&server.url("/metrics"), None).body,
+            "voxgate_sessions_ended_total",
+            &["reason=\"no_backend\""],
+        ) == 3
+    });
+    assert!(ended, "{}", server.log_tail(30));
+    // The other four sessions are untouched.
+    assert_eq!(b.attached().len() + c.attached().len(), 4);
+}
+
+#[test]
+fn tap_receives_the_same_uplink_as_the_owner() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(client(&server, 700.0, Duration::from_secs(30)))
+        .unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 1
+    }));
+    let id = fleet.report(i).session_id;
+    let tap = TestTap::start(&server.grpc_url, &id);
+    fleet.run_for(Duration::from_secs(2));
+    let owner = worker.session(&id).unwrap();
+    let tapped = tap.log.lock().unwrap().clone();
+    assert!(
+        tapped.frames.len() >= 80,
+        "{} tapped frames",
+        tapped.frames.len()
+    );
+    assert_contiguous(&tapped.frames, "tap");
+    let first = tapped.frames[0].0;
+    let owner_first = owner.frames[0].0;
+    let offset = ((first - owner_first) * 960) as usize;
+    let n = tapped.pcm.len().min(owner.pcm.len() - offset) - 960;
+    assert!(n >= 48_000, "overlap {n} samples");
+    assert_eq!(
+        &tapped.pcm[..n],
+        &owner.pcm[offset..offset + n],
+        "tap and owner got identical PCM"
+    );
+    let snap = http_get(&server.url(&fleet.report(i).location), None).json();
+    assert_eq!(snap["taps"], 1);
+    assert_eq!(snap["backend_attached"], true);
+}
+
+#[test]
+fn stalled_backend_costs_only_its_own_frames() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start(&server.grpc_url, "w1", 8, 48_000);
+    let mut fleet = Fleet::new().unwrap();
+    for k in 0..4 {
+        fleet
+            .open(client(
+                &server,
+                300.0 + 100.0 * k as f32,
+                Duration::from_secs(60),
+            ))
+            .unwrap();
+    }
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 4
+    }));
+    fleet.run_for(Duration::from_secs(1));
+    let ids: Vec<String> = (0..4).map(|k| fleet.report(k).session_id).collect();
+    let jitter = |from: Instant, to: Instant| -> Vec<f64> {
+        // Per healthy session: |inter-arrival - 20 ms| at the backend, in ms.
+        let logs = worker.sessions();
+        let mut dev = Vec::new();
+        for id in &ids[1..] {
+            let times: Vec<Instant> = logs[id]
+                .frames
+                .iter()
+                .map(|f| f.2)
+                .filter(|t| *t >= from && *t < to)
+                .collect();
+            dev.extend(
+                times
+                    .windows(2)
+                    .map(|w| ((w[1] - w[0]).as_secs_f64() * 1000.0 - 20.0).abs()),
+            );
+        }
+        dev.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        dev
+    };
+    let t0 = Instant::now();
+    fleet.run_for(Duration::from_secs(3));
+    let t1 = Instant::now();
+    worker.stall(&ids[0]);
+    fleet.run_for(Duration::from_secs(8));
+    let t2 = Instant::now();
+    let base = jitter(t0, t1);
+    let stalled = jitter(t1 + Duration::from_secs(5), t2); // after the stalled queue filled
+    let p95 = |v: &[f64]| v[v.len() * 95 / 100];
+    assert!(base.len() > 300 && stalled.len() > 300);
+    println!(
+        "healthy-session jitter p95: baseline {:.2} ms, with a stalled neighbour {:.2} ms",
+        p95(&base),
+        p95(&stalled)
+    );
+    assert!(
+        p95(&stalled) <= p95(&base) * 2.0 + 5.0,
+        "jitter p95 {:.2} ms vs baseline {:.2} ms",
+        p95(&stalled),
+        p95(&base)
+    );
+    // The stalled session lost frames at the queue (counted); the others lost none.
+    let loc = |k: usize| fleet.report(k).location;
+    let stalled_snap = http_get(&server.url(&loc(0)), None).json();
+    assert!(stalled_snap["bridge"]["uplink_dropped"].as_u64().unwrap() > 0);
+    for k in 1..4 {
+        let s = http_get(&server.url(&loc(k)), None).json();
+        assert_eq!(s["bridge"]["uplink_dropped"], 0, "{s}");
+        assert_contiguous(&worker.session(&ids[k]).unwrap().frames, "healthy");
+    }
+}
+
+#[test]
+fn backend_data_messages_and_hangup_reach_the_caller() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(client(&server, 440.0, Duration::from_secs(30)))
+        .unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 1
+    }));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .session(i)
+            .channel_open())
+    );
+    let id = fleet.report(i).session_id;
+    fleet.send_channel_text(i, r#"{"type":"hello"}"#).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(5), || {
+        worker
+            .session(&id)
+            .is_some_and(|l| l.data.iter().any(|d| d.contains("hello")))
+    }));
+    worker.send(
+        &id,
+        voxgate_proto::bridge::downlink::Kind::Data(voxgate_proto::bridge::DataMessage {
+            label: "oai-events".into(),
+            payload: Some(voxgate_proto::bridge::data_message::Payload::Text(
+                r#"{"type":"response.done"}"#.into(),
+            )),
+        }),
+    );
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(5), |f| f
+            .session(i)
+            .channel_messages()
+            .iter()
+            .any(|m| m.contains("response.done")))
+    );
+    worker.send(
+        &id,
+        voxgate_proto::bridge::downlink::Kind::Hangup(voxgate_proto::bridge::Hangup {
+            reason: String::new(),
+        }),
+    );
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(5), |f| f
+            .session(i)
+            .is_closed())
+    );
+    let ended = metric_sum(
+        &http_get(&server.url("/metrics"), None).body,
+        "voxgate_sessions_ended_total",
+        &["reason=\"backend_hangup\""],
+    );
+    assert_eq!(ended, 1);
+}
