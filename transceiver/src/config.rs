@@ -113,6 +113,11 @@ pub struct Config {
           value_parser = clap::value_parser!(i32).range(0..=10))]
     pub opus_complexity: i32,
 
+    /// On SIGTERM/SIGINT, keep serving existing sessions (while refusing new ones) for up to
+    /// this many seconds before ending the rest; a second signal ends them at once.
+    #[arg(long, env = "VOXGATE_DRAIN_TIMEOUT_SECS", default_value_t = 0)]
+    pub drain_timeout_secs: u64,
+
     /// Largest accepted signaling request body, in bytes.
     #[arg(long, env = "VOXGATE_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
     pub max_body_bytes: usize,

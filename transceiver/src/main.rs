@@ -169,8 +169,12 @@ async fn serve(
     );
 
     wait_for_signal().await;
-    tracing::info!("shutting down: no new sessions, ending existing ones");
     control.start_draining();
+    drain(&control, Duration::from_secs(config.drain_timeout_secs)).await;
+    tracing::info!(
+        sessions = control.session_count(),
+        "shutting down: ending remaining sessions"
+    );
     control.shutdown_loops();
     let _ = stop_tx.send(true);
     http_task
@@ -182,6 +186,29 @@ async fn serve(
         r.context("gRPC task")?.context("gRPC server failed")?;
     }
     Ok(())
+}
+
+/// Graceful drain: new sessions are refused (`/readyz` and POST answer 503) while existing
+/// ones run to their end, for at most `limit` or until a second signal.
+async fn drain(control: &ControlPlane, limit: Duration) {
+    if limit.is_zero() || control.session_count() == 0 {
+        return;
+    }
+    tracing::info!(
+        sessions = control.session_count(),
+        limit_secs = limit.as_secs(),
+        "draining: refusing new sessions, waiting for existing ones to end"
+    );
+    let wait_empty = async {
+        while control.session_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::select! {
+        _ = wait_empty => tracing::info!("drained: every session ended"),
+        _ = tokio::time::sleep(limit) => tracing::info!("drain timeout reached"),
+        _ = wait_for_signal() => tracing::info!("second signal: ending sessions now"),
+    }
 }
 
 async fn wait_for_signal() {

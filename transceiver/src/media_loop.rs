@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -36,6 +36,8 @@ const WAKER: Token = Token(1);
 const RECV_BUF: usize = 2048;
 const COMMAND_QUEUE: usize = 1024;
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;
+/// Longest a loop keeps running after shutdown to flush its sessions' goodbyes.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// Work the control plane hands to a loop.
 pub enum Command {
@@ -217,6 +219,7 @@ struct MediaLoop {
 impl MediaLoop {
     fn run(&mut self) {
         let mut events = Events::with_capacity(64);
+        let mut shutdown_by: Option<Instant> = None;
         loop {
             let timeout = self
                 .timers
@@ -235,15 +238,19 @@ impl MediaLoop {
                     self.read_socket();
                 }
             }
-            let keep_running = self.run_commands();
+            if !self.run_commands() && shutdown_by.is_none() {
+                // End every session, then keep running briefly so their goodbyes (data
+                // channel message, DTLS close_notify) actually go out.
+                self.end_all(EndReason::Shutdown);
+                shutdown_by = Some(Instant::now() + SHUTDOWN_GRACE);
+            }
             self.run_timers(Instant::now());
             self.metrics
                 .publish(&mut self.counters, self.sessions.len());
-            if !keep_running {
+            if shutdown_by.is_some_and(|t| self.sessions.is_empty() || Instant::now() >= t) {
                 break;
             }
         }
-        self.end_all(EndReason::Shutdown);
         self.metrics
             .publish(&mut self.counters, self.sessions.len());
     }

@@ -21,6 +21,10 @@ use str0m::media::{Frequency, MediaKind, MediaTime, Mid, Pt};
 use str0m::net::{Protocol, Receive, Transmit};
 use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
 
+/// How long a graceful end waits for the `session.ended` data-channel message to go out
+/// before closing DTLS.
+const CLOSE_GRACE: Duration = Duration::from_millis(100);
+
 /// Most client addresses a session keeps in the demux map (a browser may probe several pairs).
 pub const MAX_CLIENT_ADDRS: usize = 8;
 
@@ -171,6 +175,8 @@ pub struct Session {
     metadata: HashMap<String, String>,
     /// Set when the owning backend's stream ended; the loop reports it and clears it.
     pub owner_lost: bool,
+    /// A graceful end: when to start str0m's close (after the goodbye message went out).
+    close_at: Option<Instant>,
     client_addrs: Vec<ClientPath>,
     /// The path of the latest datagram, so a check's response can be routed before its address
     /// is authenticated.
@@ -240,6 +246,7 @@ impl Session {
             bridge: AudioBridge::new(params.id.to_string(), params.encoder, now),
             metadata: params.metadata,
             owner_lost: false,
+            close_at: None,
             client_addrs: Vec::new(),
             last_from: None,
             state: SessionState::Connecting,
@@ -321,6 +328,12 @@ impl Session {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.close_at.is_some_and(|t| t <= now) {
+            self.close_at = None;
+            if self.rtc.close().is_err() {
+                self.rtc.disconnect();
+            }
+        }
         if self.state == SessionState::Connecting && now >= self.connect_deadline {
             self.end(EndReason::ConnectTimeout);
             return;
@@ -347,6 +360,9 @@ impl Session {
             }
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(t)) => {
+                    if let Some(close_at) = self.close_at {
+                        return Some(t.min(close_at));
+                    }
                     if self.is_ended() {
                         // Goodbyes (RTCP BYE, DTLS close_notify) are out; nothing waits on
                         // replies, so the session is done.
@@ -442,16 +458,16 @@ impl Session {
             // The peer is still there: tell it why on the data channel, then say goodbye
             // (RTCP BYE, DTLS close_notify) so it does not wait for consent to fail.
             _ => {
-                self.send_data(voxgate_proto::bridge::DataMessage {
+                let told = self.send_data(voxgate_proto::bridge::DataMessage {
                     label: String::new(),
                     payload: Some(voxgate_proto::bridge::data_message::Payload::Text(format!(
                         r#"{{"type":"session.ended","reason":"{}"}}"#,
                         reason.as_str()
                     ))),
                 });
-                if self.rtc.close().is_err() {
-                    self.rtc.disconnect();
-                }
+                // Give SCTP a moment to deliver the message before the DTLS close.
+                let grace = if told { CLOSE_GRACE } else { Duration::ZERO };
+                self.close_at = Some(Instant::now() + grace);
             }
         }
         tracing::info!(parent: &self.span, reason = reason.as_str(), counters = ?self.counters, "session ended");
@@ -470,7 +486,9 @@ impl Session {
     fn audio_tick(&mut self, now: Instant) {
         while let Some(action) = self.bridge.poll_downlink() {
             match action {
-                BridgeAction::SendData(msg) => self.send_data(msg),
+                BridgeAction::SendData(msg) => {
+                    self.send_data(msg);
+                }
                 BridgeAction::Hangup(reason) => {
                     tracing::info!(parent: &self.span, %reason, "backend hung up");
                     self.end(EndReason::BackendHangup);
@@ -512,7 +530,9 @@ impl Session {
         }
     }
 
-    fn send_data(&mut self, msg: voxgate_proto::bridge::DataMessage) {
+    /// Writes a message to the data channel named by its label (or the first one); returns
+    /// whether it was queued.
+    fn send_data(&mut self, msg: voxgate_proto::bridge::DataMessage) -> bool {
         use voxgate_proto::bridge::data_message::Payload;
         let id = self
             .channel_labels
@@ -521,15 +541,19 @@ impl Session {
             .map(|(id, _)| *id)
             .or(self.channel);
         let Some(mut channel) = id.and_then(|id| self.rtc.channel(id)) else {
-            return;
+            return false;
         };
         let result = match &msg.payload {
             Some(Payload::Text(t)) => channel.write(false, t.as_bytes()),
             Some(Payload::Binary(b)) => channel.write(true, b),
-            None => return,
+            None => return false,
         };
-        if let Err(e) = result {
-            tracing::debug!(parent: &self.span, error = %e, "data channel write failed");
+        match result {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(parent: &self.span, error = %e, "data channel write failed");
+                false
+            }
         }
     }
 

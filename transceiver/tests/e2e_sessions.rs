@@ -221,3 +221,83 @@ fn sigterm_ends_sessions_cleanly_and_exits_zero() {
     });
     assert!(closed, "clients saw the session end");
 }
+
+fn sigterm(server: &ServerProcess) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(server.pid() as libc::pid_t, libc::SIGTERM);
+    }
+}
+
+#[test]
+fn drain_refuses_new_sessions_keeps_existing_ones_and_exits_when_they_end() {
+    let mut server = ServerProcess::start(&["--loops", "1", "--drain-timeout-secs", "30"]);
+    let mut fleet = Fleet::new().unwrap();
+    for i in 0..2 {
+        fleet
+            .open(client(&server, i, Duration::from_secs(60)))
+            .unwrap();
+    }
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    sigterm(&server);
+    fleet.run_for(Duration::from_millis(300));
+    assert_eq!(http_get(&server.url("/readyz"), None).status, 503);
+    let refused = support::http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.header("retry-after").as_deref(), Some("1"));
+    // Existing sessions keep flowing during the drain.
+    let before = fleet.server_state(0).unwrap()["counters"]["audio_packets_in"]
+        .as_u64()
+        .unwrap();
+    fleet.run_for(Duration::from_millis(1000));
+    let after = fleet.server_state(0).unwrap()["counters"]["audio_packets_in"]
+        .as_u64()
+        .unwrap();
+    assert!(after >= before + 40, "{before} -> {after}");
+    assert!(server.is_running());
+    // When the last session ends, the process exits 0 without waiting for the timeout.
+    fleet.delete(0).unwrap();
+    fleet.delete(1).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.is_running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !server.is_running(),
+        "still running after its sessions ended"
+    );
+    assert!(server.stop().unwrap().success());
+}
+
+#[test]
+fn drain_timeout_ends_remaining_sessions_with_a_reason_sent_to_the_client() {
+    let mut server = ServerProcess::start(&["--loops", "1", "--drain-timeout-secs", "1"]);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(SessionConfig {
+            data_channel: true,
+            ..client(&server, 0, Duration::from_secs(60))
+        })
+        .unwrap();
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .session(i)
+            .channel_open())
+    );
+    sigterm(&server);
+    let closed = fleet.run_until(Instant::now() + Duration::from_secs(5), |f| {
+        f.session(i).is_closed()
+    });
+    assert!(closed, "session closed at the drain timeout");
+    let messages = fleet.session(i).channel_messages().to_vec();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("session.ended") && m.contains("shutdown")),
+        "{messages:?}"
+    );
+    assert!(server.stop().unwrap().success());
+}
