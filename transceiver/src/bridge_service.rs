@@ -79,6 +79,8 @@ pub enum DispatchMsg {
     HasRoom {
         reply: oneshot::Sender<bool>,
     },
+    /// The transceiver is stopping: end every worker subscription with UNAVAILABLE.
+    Shutdown,
 }
 
 /// The control plane's handle to the dispatcher task.
@@ -173,6 +175,11 @@ pub async fn run_dispatcher(
                 DispatchMsg::Ended { id } => dispatcher.session_ended(id),
                 DispatchMsg::HasRoom { reply } => {
                     let _ = reply.send(dispatcher.has_room());
+                }
+                DispatchMsg::Shutdown => {
+                    for (_, tx) in workers.drain() {
+                        let _ = tx.try_send(Err(Status::unavailable("transceiver shutting down")));
+                    }
                 }
             }
         }

@@ -325,28 +325,29 @@ impl Dispatcher {
             let Some(t) = self.sessions.get(&id) else {
                 continue;
             };
-            let best = self
-                .workers
-                .iter()
-                .filter(|(wid, w)| w.has_room() && !t.declined_by.contains(*wid))
-                .min_by(|(an, a), (bn, b)| {
-                    // Lowest load ratio; ties by fewer sessions held, then id (deterministic).
-                    let ra = u64::from(a.active()) * u64::from(b.capacity);
-                    let rb = u64::from(b.active()) * u64::from(a.capacity);
-                    ra.cmp(&rb)
-                        .then(a.active().cmp(&b.active()))
-                        .then(an.cmp(bn))
-                })
-                .map(|(wid, _)| wid.clone());
+            // Prefer workers that have not declined this session; if every worker with room
+            // has, try them again (attempts still bound the total).
+            let pick = |skip_declined: bool| {
+                self.workers
+                    .iter()
+                    .filter(|(wid, w)| {
+                        w.has_room() && !(skip_declined && t.declined_by.contains(*wid))
+                    })
+                    .min_by(|(an, a), (bn, b)| {
+                        // Lowest load ratio; ties by fewer sessions, then id (deterministic).
+                        let ra = u64::from(a.active()) * u64::from(b.capacity);
+                        let rb = u64::from(b.active()) * u64::from(a.capacity);
+                        ra.cmp(&rb)
+                            .then(a.active().cmp(&b.active()))
+                            .then(an.cmp(bn))
+                    })
+                    .map(|(wid, _)| wid.clone())
+            };
+            let best = pick(true).or_else(|| pick(false));
             let Some(worker) = best else {
-                // Every worker with room declined this one: give other workers a chance
-                // later (new capacity or registrations), and keep FIFO order for the rest.
-                let any_room = self.workers.values().any(Worker::has_room);
+                // No worker has room: keep FIFO order and wait for capacity.
                 skipped.push_back(id);
-                if !any_room {
-                    break;
-                }
-                continue;
+                break;
             };
             let Some(t) = self.sessions.get_mut(&id) else {
                 continue;
@@ -499,6 +500,29 @@ mod tests {
             drain(&mut d, late),
             vec![DispatchAction::End {
                 session: SessionId(9)
+            }]
+        );
+    }
+
+    #[test]
+    fn a_lone_worker_that_declined_is_asked_again_until_attempts_run_out() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("only", 5).unwrap();
+        d.new_session(t0, SessionId(1), HashMap::new());
+        for attempt in 1..=3 {
+            let o = drain(&mut d, t0);
+            assert_eq!(
+                offered_to(&o),
+                vec![(SessionId(1), "only".to_string())],
+                "{attempt}"
+            );
+            d.rejected(t0, SessionId(1), "only");
+        }
+        assert_eq!(
+            drain(&mut d, t0),
+            vec![DispatchAction::End {
+                session: SessionId(1)
             }]
         );
     }

@@ -36,7 +36,11 @@ fn main() -> ExitCode {
 fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    use std::io::IsTerminal;
+    // Colour only on a terminal: log files and collectors get plain text.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -107,8 +111,10 @@ fn run(config: Config) -> anyhow::Result<()> {
         .build()
         .context("starting the control-plane runtime")?;
     let served = runtime.block_on(serve(&config, control.clone(), events_rx, dispatch_rx));
-    // Loops end their sessions cleanly (DTLS close_notify, RTCP BYE) before they exit.
-    control.shutdown_loops();
+    if served.is_err() {
+        // serve() ends the loops on the normal path; on an error path it may not have.
+        control.shutdown_loops();
+    }
     for t in threads {
         let _ = t.join();
     }
@@ -175,7 +181,10 @@ async fn serve(
         sessions = control.session_count(),
         "shutting down: ending remaining sessions"
     );
+    // Loops end their sessions cleanly (DTLS close_notify, RTCP BYE) before they exit, which
+    // ends every Session stream; worker subscriptions get UNAVAILABLE.
     control.shutdown_loops();
+    control.dispatch().send(DispatchMsg::Shutdown).await;
     let _ = stop_tx.send(true);
     http_task
         .await

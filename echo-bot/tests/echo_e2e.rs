@@ -1,0 +1,344 @@
+//! End to end through real processes: a `transceiver`, the `echo-bot` subscribed to its gRPC
+//! bridge, and a simulated WebRTC caller (voxgate-testkit) that speaks tone bursts.
+//!
+//! The transceiver binary is the one next to `echo-bot`, built (or found up to date) by cargo
+//! on first use.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use voxgate_testkit::{signal, Fleet, SessionConfig};
+
+const TOKEN: &str = "e2e-grpc-token";
+
+/// A child process stopped with SIGTERM (then SIGKILL) on drop, its output in a log file.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command, log: PathBuf) -> Proc {
+        let out = File::create(&log).expect("log file");
+        let child = cmd
+            .stdout(out.try_clone().expect("dup log"))
+            .stderr(out)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        Proc { child, log }
+    }
+
+    fn output(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = File::open(&self.log) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.output().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// SIGTERM, then how long the process took to exit and whether it exited successfully.
+    fn terminate(&mut self, timeout: Duration) -> Option<(Duration, bool)> {
+        let t = Instant::now();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc_kill(self.child.id() as i32, 15) };
+        while t.elapsed() < timeout {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some((t.elapsed(), status.success()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.terminate(Duration::from_secs(3));
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+fn free_tcp_port() -> u16 {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+fn free_udp_port() -> u16 {
+    let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+    s.local_addr().expect("addr").port()
+}
+
+/// The `transceiver` binary next to `echo-bot`, brought up to date by cargo once per test
+/// process (a no-op after a workspace build), so the test never runs a stale transceiver.
+fn transceiver_bin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let bot = Path::new(env!("CARGO_BIN_EXE_echo-bot"));
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args([
+                "build",
+                "-q",
+                "-p",
+                "voxgate-transceiver",
+                "--bin",
+                "transceiver",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if bot.parent().and_then(Path::file_name) == Some("release".as_ref()) {
+                cmd.arg("--release");
+            }
+            let ok = cmd.status().expect("run cargo build");
+            assert!(ok.success(), "building the transceiver failed");
+            bot.with_file_name("transceiver")
+        })
+        .clone()
+}
+
+fn healthy(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let req = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let mut answer = String::new();
+    s.write_all(req.as_bytes()).is_ok()
+        && s.read_to_string(&mut answer).is_ok()
+        && answer.starts_with("HTTP/1.1 200")
+}
+
+/// 20 ms frames (48 kHz) of `pcm` louder than -30 dBFS.
+fn loud_frames(pcm: &[i16]) -> usize {
+    pcm.chunks_exact(signal::FRAME_SAMPLES)
+        .filter(|f| voxgate_echo_bot::level_dbfs(f) > -30.0)
+        .count()
+}
+
+struct Transceiver {
+    proc: Proc,
+    grpc: String,
+    base_url: String,
+}
+
+fn start_transceiver(tag: &str) -> Transceiver {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let (signal_port, grpc_port, media_port) = (free_tcp_port(), free_tcp_port(), free_udp_port());
+    let proc = Proc::spawn(
+        Command::new(transceiver_bin())
+            .args(["--signal-listen", &format!("127.0.0.1:{signal_port}")])
+            .args(["--media-listen", &format!("127.0.0.1:{media_port}")])
+            .args(["--grpc-listen", &format!("127.0.0.1:{grpc_port}")])
+            .args(["--loops", "1", "--no-pin"])
+            .env("VOXGATE_GRPC_TOKEN", TOKEN)
+            .env("RUST_LOG", "info"),
+        dir.join(format!("echo-e2e-{tag}-transceiver.log")),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !healthy(signal_port) {
+        assert!(
+            Instant::now() < deadline,
+            "transceiver not healthy:\n{}",
+            proc.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Transceiver {
+        proc,
+        grpc: format!("127.0.0.1:{grpc_port}"),
+        base_url: format!("http://127.0.0.1:{signal_port}"),
+    }
+}
+
+/// An echo bot registered (as `worker_id`) with `t`.
+fn start_bot(t: &Transceiver, worker_id: &str, capacity: u32) -> Proc {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let bot = Proc::spawn(
+        Command::new(env!("CARGO_BIN_EXE_echo-bot"))
+            .args(["--transceiver", &t.grpc])
+            .args(["--worker-id", worker_id])
+            .args(["--capacity", &capacity.to_string()])
+            .args(["--silence-ms", "400"])
+            .env("VOXGATE_ECHO_TOKEN", TOKEN)
+            .env("RUST_LOG", "info"),
+        dir.join(format!("echo-e2e-{worker_id}-bot.log")),
+    );
+    assert!(
+        bot.wait_for_log("registered", Duration::from_secs(10)),
+        "echo-bot did not register:\n{}",
+        bot.output()
+    );
+    bot
+}
+
+fn caller(base_url: &str, tone_hz: f32, send_for: Duration) -> SessionConfig {
+    SessionConfig {
+        base_url: base_url.to_owned(),
+        tone_hz,
+        amplitude: 0.3,
+        send_for,
+        ..SessionConfig::default()
+    }
+}
+
+#[test]
+fn tone_burst_comes_back_and_text_is_echoed() {
+    let t = start_transceiver("echo");
+    let mut bot = start_bot(&t, "e2e-echo", 100);
+    let mut fleet = Fleet::new().expect("fleet");
+    let i = fleet
+        .open(caller(&t.base_url, 700.0, Duration::from_secs(1)))
+        .expect("open session");
+    let connected = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
+        f.session(i).is_connected() && f.session(i).channel_open()
+    });
+    assert!(connected, "session did not connect");
+    fleet.send_channel_text(i, "hello bot").expect("send text");
+
+    // 1 s of tone, the 400 ms silence window, then 1 s of reply.
+    let heard = fleet.run_until(Instant::now() + Duration::from_secs(6), |f| {
+        loud_frames(f.session(i).received_pcm()) >= 50
+            && !f.session(i).channel_messages().is_empty()
+    });
+    fleet.run_for(Duration::from_millis(500));
+    let pcm = fleet.session(i).received_pcm().to_vec();
+    let messages = fleet.session(i).channel_messages().to_vec();
+    assert!(
+        heard,
+        "no echo: {} loud frames, messages {messages:?}\nbot:\n{}",
+        loud_frames(&pcm),
+        bot.output()
+    );
+    let loud = loud_frames(&pcm);
+    assert!((45..=56).contains(&loud), "reply of {loud} frames, not ~50");
+    let hz = signal::dominant_frequency(&pcm, signal::SAMPLE_RATE);
+    assert!((hz - 700.0).abs() < 5.0, "reply at {hz} Hz");
+    let echo: serde_json::Value = serde_json::from_str(&messages[0]).expect("JSON echo");
+    assert_eq!(
+        echo,
+        serde_json::json!({"type": "echo", "text": "hello bot"})
+    );
+
+    fleet.delete(i).expect("delete");
+    assert!(
+        bot.wait_for_log("session ended", Duration::from_secs(5)),
+        "bot did not see the end:\n{}",
+        bot.output()
+    );
+    let log = bot.output();
+    assert!(log.contains("session attached") && log.contains("utterance played"));
+    let (took, ok) = bot
+        .terminate(Duration::from_secs(6))
+        .expect("bot exits on SIGTERM");
+    assert!(ok, "bot exit status after SIGTERM");
+    assert!(took < Duration::from_secs(3), "bot took {took:?} to exit");
+    drop(t);
+}
+
+#[test]
+fn talking_over_the_reply_cuts_it() {
+    let t = start_transceiver("barge");
+    let bot = start_bot(&t, "e2e-barge", 100);
+    let mut fleet = Fleet::new().expect("fleet");
+    let i = fleet
+        .open(caller(&t.base_url, 500.0, Duration::from_secs(2)))
+        .expect("open session");
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .session(i)
+            .is_connected())
+    );
+    // Wait for the 2 s reply to be 0.5 s in, then talk for 0.4 s.
+    let replying = fleet.run_until(Instant::now() + Duration::from_secs(6), |f| {
+        loud_frames(f.session(i).received_pcm()) >= 25
+    });
+    assert!(replying, "no reply:\n{}", bot.output());
+    fleet
+        .session_mut(i)
+        .start_audio(Instant::now(), Duration::from_millis(400));
+    // The cut reply, then the 0.4 s utterance played back.
+    fleet.run_for(Duration::from_secs(4));
+    let loud = loud_frames(fleet.session(i).received_pcm());
+    let log = bot.output();
+    assert!(log.contains("barge-in: clear sent"), "no clear:\n{log}");
+    assert!(
+        log.contains("barge-in: reply cut"),
+        "no Cleared answer:\n{log}"
+    );
+    // 2 s uncut + 0.4 s would be 120 frames; cut after ~0.5-0.7 s it is ~50.
+    assert!((35..=80).contains(&loud), "{loud} loud frames heard\n{log}");
+    assert_eq!(log.matches("utterance played").count(), 2, "{log}");
+    fleet.delete(i).expect("delete");
+}
+
+#[test]
+fn sigterm_hands_the_caller_to_another_bot() {
+    let t = start_transceiver("handoff");
+    let mut first = start_bot(&t, "e2e-handoff-a", 1);
+    let mut fleet = Fleet::new().expect("fleet");
+    let i = fleet
+        .open(caller(&t.base_url, 600.0, Duration::ZERO))
+        .expect("open session");
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .session(i)
+            .is_connected())
+    );
+    assert!(
+        first.wait_for_log("session attached", Duration::from_secs(5)),
+        "{}",
+        first.output()
+    );
+    let second = start_bot(&t, "e2e-handoff-b", 1);
+    let (took, ok) = first
+        .terminate(Duration::from_secs(6))
+        .expect("first bot exits on SIGTERM");
+    assert!(
+        ok && took < Duration::from_secs(3),
+        "exit {ok} after {took:?}"
+    );
+    let handed_over = fleet.run_until(Instant::now() + Duration::from_secs(10), |_| {
+        second.output().contains("session attached attempt=2")
+    });
+    assert!(
+        handed_over,
+        "second bot:\n{}\ntransceiver:\n{}",
+        second.output(),
+        t.proc.output()
+    );
+    // The caller, still connected, talks to the new bot.
+    assert!(fleet.session(i).is_connected());
+    fleet
+        .session_mut(i)
+        .start_audio(Instant::now(), Duration::from_secs(1));
+    let heard = fleet.run_until(Instant::now() + Duration::from_secs(5), |f| {
+        loud_frames(f.session(i).received_pcm()) >= 45
+    });
+    assert!(heard, "no reply from the second bot:\n{}", second.output());
+    fleet.delete(i).expect("delete");
+}
