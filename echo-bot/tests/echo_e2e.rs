@@ -342,3 +342,46 @@ fn sigterm_hands_the_caller_to_another_bot() {
     assert!(heard, "no reply from the second bot:\n{}", second.output());
     fleet.delete(i).expect("delete");
 }
+
+/// Issue 4's browser check: headless Chromium speaks (espeak-ng speech through its fake
+/// microphone), the echo bot answers, and the browser's inbound audio has energy.
+#[test]
+fn chromium_speech_is_echoed_back_to_the_browser() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let script = repo.join("tests/browser/chromium_session.mjs");
+    assert!(
+        repo.join("tests/browser/node_modules/playwright-core")
+            .exists(),
+        "run scripts/setup first (playwright-core missing)"
+    );
+    let t = start_transceiver("chromium");
+    let _bot = start_bot(&t, "bot-chromium", 4);
+    let out = Command::new("node")
+        .arg(&script)
+        .env("SIGNAL_URL", &t.base_url)
+        .env("AUDIO", "speech")
+        .env("EXPECT_ECHO", "1")
+        .env("HOLD_MS", "9000")
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chromium echo session failed:\nstdout: {stdout}\nstderr: {}\ntransceiver:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        t.proc.output()
+    );
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON line");
+    let energy = line
+        .split("\"totalAudioEnergy\":")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("totalAudioEnergy in the report");
+    assert!(energy > 0.0, "no audio energy came back: {line}");
+    println!("browser heard the echo: totalAudioEnergy = {energy}");
+}

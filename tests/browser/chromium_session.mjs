@@ -11,6 +11,7 @@
 //   STUB_PAGE=1    do not load SIGNAL_URL/ from the server: serve a blank page at that origin from
 //                  inside the browser (for checking this script without a server)
 //   AUDIO=speech   generate speech with espeak-ng instead of a 440 Hz sine
+//   EXPECT_ECHO=1  also require audio back from the server (inbound totalAudioEnergy > 0)
 //
 // Prints ONE JSON line on stdout: {ok, packetsSent, server, deleteStatus, connectMs, error?, ...}.
 // Exit 0 on success, 1 otherwise (the reason on stderr).
@@ -103,6 +104,13 @@ async function browserSession(opts) {
     pc.onconnectionstatechange = () => log.push(`connectionState=${pc.connectionState}`);
     pc.oniceconnectionstatechange = () => log.push(`iceConnectionState=${pc.iceConnectionState}`);
     for (const t of tracks) pc.addTrack(t, stream);
+    // Play what the server sends: Chromium only measures inbound audio energy for a track
+    // that is rendered.
+    pc.ontrack = (e) => {
+      const el = new Audio();
+      el.srcObject = e.streams[0] || new MediaStream([e.track]);
+      el.play().catch((err) => log.push(`remote audio play failed: ${err}`));
+    };
     const dc = pc.createDataChannel('oai-events');
     out.dataChannelOpen = false;
     dc.onopen = () => { out.dataChannelOpen = true; };
@@ -195,10 +203,14 @@ async function browserSession(opts) {
     const stats = await pc.getStats();
     out.packetsSent = 0;
     out.packetsReceived = 0;
+    out.totalAudioEnergy = 0;
     stats.forEach((r) => {
       const kind = r.kind || r.mediaType;
       if (r.type === 'outbound-rtp' && kind === 'audio') out.packetsSent += r.packetsSent || 0;
-      if (r.type === 'inbound-rtp' && kind === 'audio') out.packetsReceived += r.packetsReceived || 0;
+      if (r.type === 'inbound-rtp' && kind === 'audio') {
+        out.packetsReceived += r.packetsReceived || 0;
+        out.totalAudioEnergy += r.totalAudioEnergy || 0;
+      }
       if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded') {
         out.selectedPair = { rtt: r.currentRoundTripTime, bytesSent: r.bytesSent, bytesReceived: r.bytesReceived };
       }
@@ -225,6 +237,9 @@ async function browserSession(opts) {
     const inPkts = out.server?.counters?.audio_packets_in;
     if (!(inPkts > 0)) problems.push(`server counters.audio_packets_in=${inPkts}`);
     if (out.deleteStatus !== 204) problems.push(`DELETE status ${out.deleteStatus} (expected 204)`);
+    if (opts.expectEcho && !(out.totalAudioEnergy > 0)) {
+      problems.push(`inbound totalAudioEnergy=${out.totalAudioEnergy} (expected audio back)`);
+    }
     out.ok = problems.length === 0;
     if (!out.ok) out.error = problems.join('; ');
     out.stage = 'done';
@@ -275,6 +290,7 @@ async function main() {
       '--allow-loopback-in-peer-connection',
       '--use-fake-device-for-media-stream',
       '--use-fake-ui-for-media-stream',
+      '--autoplay-policy=no-user-gesture-required',
       `--use-file-for-fake-audio-capture=${wav}`,
       // getUserMedia needs a secure context; loopback already is one, other hosts are not.
       `--unsafely-treat-insecure-origin-as-secure=${origin}`,
@@ -304,6 +320,7 @@ async function main() {
     signalUrl,
     token: process.env.TOKEN || '',
     holdMs,
+    expectEcho: process.env.EXPECT_ECHO === '1',
     expectStatus,
     connectTimeoutMs: CONNECT_TIMEOUT_MS,
     iceGatherTimeoutMs: ICE_GATHER_TIMEOUT_MS,
