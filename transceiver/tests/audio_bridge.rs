@@ -458,3 +458,69 @@ fn backend_data_messages_and_hangup_reach_the_caller() {
     );
     assert_eq!(ended, 1);
 }
+
+#[test]
+fn opus_passthrough_carries_raw_opus_both_ways() {
+    use voxgate_proto::bridge::{downlink, AudioMode, OpusPacket};
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start_with_mode(
+        &server.grpc_url,
+        "w1",
+        4,
+        48_000,
+        AudioMode::OpusPassthrough,
+    );
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(client(&server, 550.0, Duration::from_secs(30)))
+        .unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 1
+    }));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    fleet.run_for(Duration::from_secs(2));
+    let id = fleet.report(i).session_id;
+    // Uplink: the caller's own Opus packets, which decode to its tone.
+    let log = worker.session(&id).unwrap();
+    assert!(log.opus.len() >= 90, "{} packets", log.opus.len());
+    assert!(log.frames.is_empty(), "no PCM in passthrough mode");
+    let mut dec = opus::Decoder::new(48_000, opus::Channels::Mono).unwrap();
+    let mut pcm = Vec::new();
+    for p in &log.opus {
+        let mut out = [0i16; 960];
+        let n = dec.decode(p, &mut out, false).unwrap();
+        pcm.extend_from_slice(&out[..n]);
+    }
+    let hz = dominant_frequency(&pcm[9_600..], 48_000);
+    assert!((hz - 550.0).abs() <= 10.0, "uplink Opus decodes to {hz} Hz");
+    // Downlink: Opus packets from the backend reach the caller as they are, paced.
+    let mut enc =
+        opus::Encoder::new(48_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
+    let reply = tone(1200.0, 1.5, 48_000);
+    for frame in reply.chunks_exact(960) {
+        let packet = enc.encode_vec(frame, 1500).unwrap();
+        worker.send(
+            &id,
+            downlink::Kind::Opus(OpusPacket {
+                data: packet.into(),
+                ..Default::default()
+            }),
+        );
+        if fleet.session(i).received_pcm().is_empty() {
+            fleet.run_for(Duration::from_millis(1));
+        }
+    }
+    fleet.run_for(Duration::from_millis(2000));
+    let heard = fleet.session(i).received_pcm();
+    assert!(
+        heard.len() >= 48_000,
+        "caller heard {} samples",
+        heard.len()
+    );
+    let hz = dominant_frequency(&heard[heard.len() - 48_000..], 48_000);
+    assert!((hz - 1200.0).abs() <= 10.0, "caller heard {hz} Hz");
+    assert_eq!(fleet.report(i).audio_packets_received, 75);
+}

@@ -28,6 +28,8 @@ pub struct SessionLog {
     pub progress: Vec<PlaybackProgress>,
     pub cleared: Vec<(Cleared, Instant)>,
     pub data: Vec<String>,
+    /// Passthrough mode: the raw Opus packets, in order.
+    pub opus: Vec<Vec<u8>>,
     pub ended: bool,
 }
 
@@ -72,6 +74,17 @@ impl TestWorker {
     /// Registers `worker_id` with `capacity` and attaches every dispatched session at
     /// `sample_rate`.
     pub fn start(url: &str, worker_id: &str, capacity: u32, sample_rate: u32) -> TestWorker {
+        Self::start_with_mode(url, worker_id, capacity, sample_rate, AudioMode::Pcm)
+    }
+
+    /// As [`TestWorker::start`], attaching in `mode` (PCM or Opus passthrough).
+    pub fn start_with_mode(
+        url: &str,
+        worker_id: &str,
+        capacity: u32,
+        sample_rate: u32,
+        mode: AudioMode,
+    ) -> TestWorker {
         let shared = Arc::new(Shared::default());
         let rt = runtime();
         let url = url.to_string();
@@ -117,7 +130,8 @@ impl TestWorker {
                                 .get_mut(&d.session_id)
                                 .unwrap()
                                 .metadata = d.metadata.clone();
-                            run_session(shared, &url, &d.session_id, &worker_id, sample_rate).await;
+                            run_session(shared, &url, &d.session_id, &worker_id, sample_rate, mode)
+                                .await;
                         });
                     }
                 }
@@ -181,8 +195,9 @@ impl TestWorker {
             .get(session)
             .cloned()
             .expect("session attached");
-        tx.try_send(Downlink { kind: Some(kind) })
-            .expect("downlink queue has room");
+        // Waits for room like a real backend under gRPC flow control.
+        tx.blocking_send(Downlink { kind: Some(kind) })
+            .expect("session stream open");
     }
 
     /// Stops reading `session`'s uplink stream (a stuck backend).
@@ -212,6 +227,7 @@ async fn run_session(
     session_id: &str,
     worker_id: &str,
     sample_rate: u32,
+    mode: AudioMode,
 ) {
     let mut client = connect(url).await;
     let (tx, rx) = mpsc::channel(64);
@@ -220,7 +236,7 @@ async fn run_session(
             session_id: session_id.to_string(),
             worker_id: worker_id.to_string(),
             sample_rate_hz: sample_rate,
-            mode: AudioMode::Pcm as i32,
+            mode: mode as i32,
             progress_interval_ms: 100,
         })),
     })
@@ -269,6 +285,7 @@ fn record(shared: &Shared, session_id: &str, kind: Option<uplink::Kind>) {
                     .map(|b| i16::from_le_bytes([b[0], b[1]])),
             );
         }
+        Some(uplink::Kind::Opus(p)) => log.opus.push(p.data.to_vec()),
         Some(uplink::Kind::Event(e)) => log.events.push((e.kind, e.reason)),
         Some(uplink::Kind::Progress(p)) => log.progress.push(p),
         Some(uplink::Kind::Cleared(c)) => log.cleared.push((c, now)),
