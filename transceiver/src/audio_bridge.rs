@@ -78,6 +78,29 @@ pub struct BridgeCounters {
     pub tap_dropped: u64,
 }
 
+impl BridgeCounters {
+    /// `self - earlier`, field by field (counters only grow).
+    pub fn since(&self, earlier: &BridgeCounters) -> BridgeCounters {
+        BridgeCounters {
+            uplink_frames: self.uplink_frames - earlier.uplink_frames,
+            uplink_concealed: self.uplink_concealed - earlier.uplink_concealed,
+            uplink_dropped: self.uplink_dropped - earlier.uplink_dropped,
+            downlink_frames: self.downlink_frames - earlier.downlink_frames,
+            downlink_cleared: self.downlink_cleared - earlier.downlink_cleared,
+            tap_dropped: self.tap_dropped - earlier.tap_dropped,
+        }
+    }
+
+    pub fn add(&mut self, d: &BridgeCounters) {
+        self.uplink_frames += d.uplink_frames;
+        self.uplink_concealed += d.uplink_concealed;
+        self.uplink_dropped += d.uplink_dropped;
+        self.downlink_frames += d.downlink_frames;
+        self.downlink_cleared += d.downlink_cleared;
+        self.tap_dropped += d.tap_dropped;
+    }
+}
+
 /// Something the session must do with its `Rtc` on behalf of the backend.
 #[derive(Debug)]
 pub enum BridgeAction {

@@ -198,6 +198,7 @@ pub async fn run_dispatcher(
                             attempt,
                         })),
                     };
+                    control.metrics.dispatched();
                     let sent = workers
                         .get(&worker)
                         .is_some_and(|tx| tx.try_send(Ok(cmd)).is_ok());
@@ -212,6 +213,9 @@ pub async fn run_dispatcher(
                 }
             }
         }
+        control
+            .metrics
+            .dispatch_state(dispatcher.worker_count(), dispatcher.queued());
     }
 }
 

@@ -390,6 +390,8 @@ impl MediaLoop {
                 Some(relay) => send_via_relay(socket, counters, send_buf, t, relay),
             }
         });
+        let deltas = session.take_bridge_deltas();
+        self.counters.bridge.add(&deltas);
         if session.owner_lost {
             session.owner_lost = false;
             let _ = self

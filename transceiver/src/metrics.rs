@@ -89,6 +89,14 @@ pub struct Metrics {
     sessions_ended: Family<ReasonLabel, Counter>,
     signaling_responses: Family<StatusLabel, Counter>,
     sessions_created: Counter,
+    uplink_frames: Family<LoopLabel, Counter>,
+    uplink_concealed: Family<LoopLabel, Counter>,
+    uplink_dropped: Family<LoopLabel, Counter>,
+    downlink_frames: Family<LoopLabel, Counter>,
+    tap_dropped: Family<LoopLabel, Counter>,
+    backend_workers: Gauge,
+    dispatch_queued: Gauge,
+    dispatches: Counter,
 }
 
 impl Default for Metrics {
@@ -112,6 +120,14 @@ impl Metrics {
             sessions_ended: Family::default(),
             signaling_responses: Family::default(),
             sessions_created: Counter::default(),
+            uplink_frames: Family::default(),
+            uplink_concealed: Family::default(),
+            uplink_dropped: Family::default(),
+            downlink_frames: Family::default(),
+            tap_dropped: Family::default(),
+            backend_workers: Gauge::default(),
+            dispatch_queued: Gauge::default(),
+            dispatches: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -169,6 +185,46 @@ impl Metrics {
             "Sessions created through signaling",
             m.sessions_created.clone(),
         );
+        registry.register(
+            "bridge_uplink_frames",
+            "PCM frames handed to backend streams (concealed ones included)",
+            m.uplink_frames.clone(),
+        );
+        registry.register(
+            "bridge_uplink_concealed",
+            "Uplink frames synthesized by FEC or packet-loss concealment",
+            m.uplink_concealed.clone(),
+        );
+        registry.register(
+            "bridge_uplink_dropped",
+            "Uplink messages dropped because a backend stream's queue was full",
+            m.uplink_dropped.clone(),
+        );
+        registry.register(
+            "bridge_downlink_frames",
+            "Opus frames sent to callers from backend audio",
+            m.downlink_frames.clone(),
+        );
+        registry.register(
+            "bridge_tap_dropped",
+            "Uplink messages dropped because a tap's queue was full",
+            m.tap_dropped.clone(),
+        );
+        registry.register(
+            "backend_workers",
+            "Backend workers subscribed over gRPC",
+            m.backend_workers.clone(),
+        );
+        registry.register(
+            "dispatch_queued",
+            "Sessions waiting for a backend with room",
+            m.dispatch_queued.clone(),
+        );
+        registry.register(
+            "dispatches",
+            "Sessions offered to backend workers",
+            m.dispatches.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -194,6 +250,11 @@ impl Metrics {
             wakeups: self.wakeups.get_or_create(&l).clone(),
             sessions_active: self.sessions_active.get_or_create(&l).clone(),
             drops,
+            uplink_frames: self.uplink_frames.get_or_create(&l).clone(),
+            uplink_concealed: self.uplink_concealed.get_or_create(&l).clone(),
+            uplink_dropped: self.uplink_dropped.get_or_create(&l).clone(),
+            downlink_frames: self.downlink_frames.get_or_create(&l).clone(),
+            tap_dropped: self.tap_dropped.get_or_create(&l).clone(),
         }
     }
 
@@ -207,6 +268,16 @@ impl Metrics {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+
+    /// The dispatcher's state after each change.
+    pub fn dispatch_state(&self, workers: usize, queued: usize) {
+        self.backend_workers.set(workers as i64);
+        self.dispatch_queued.set(queued as i64);
+    }
+
+    pub fn dispatched(&self) {
+        self.dispatches.inc();
     }
 
     pub fn signaling_response(&self, status: u16) {
@@ -236,6 +307,7 @@ pub struct LoopCounters {
     pub send_errors: u64,
     pub wakeups: u64,
     pub drops: [u64; DropReason::ALL.len()],
+    pub bridge: crate::audio_bridge::BridgeCounters,
 }
 
 impl LoopCounters {
@@ -258,6 +330,11 @@ pub struct LoopMetrics {
     wakeups: Counter,
     sessions_active: Gauge,
     drops: [Counter; DropReason::ALL.len()],
+    uplink_frames: Counter,
+    uplink_concealed: Counter,
+    uplink_dropped: Counter,
+    downlink_frames: Counter,
+    tap_dropped: Counter,
 }
 
 impl LoopMetrics {
@@ -278,6 +355,13 @@ impl LoopMetrics {
         for (c, v) in self.drops.iter().zip(pending.drops.iter_mut()) {
             flush(c, v);
         }
+        let b = &mut pending.bridge;
+        flush(&self.uplink_frames, &mut b.uplink_frames);
+        flush(&self.uplink_concealed, &mut b.uplink_concealed);
+        flush(&self.uplink_dropped, &mut b.uplink_dropped);
+        flush(&self.downlink_frames, &mut b.downlink_frames);
+        flush(&self.tap_dropped, &mut b.tap_dropped);
+        b.downlink_cleared = 0;
         self.sessions_active.set(sessions_active as i64);
     }
 }

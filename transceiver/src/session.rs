@@ -177,6 +177,8 @@ pub struct Session {
     pub owner_lost: bool,
     /// A graceful end: when to start str0m's close (after the goodbye message went out).
     close_at: Option<Instant>,
+    /// Bridge counters already added to the loop's metrics.
+    published_bridge: BridgeCounters,
     client_addrs: Vec<ClientPath>,
     /// The path of the latest datagram, so a check's response can be routed before its address
     /// is authenticated.
@@ -247,6 +249,7 @@ impl Session {
             metadata: params.metadata,
             owner_lost: false,
             close_at: None,
+            published_bridge: BridgeCounters::default(),
             client_addrs: Vec::new(),
             last_from: None,
             state: SessionState::Connecting,
@@ -471,6 +474,14 @@ impl Session {
             }
         }
         tracing::info!(parent: &self.span, reason = reason.as_str(), counters = ?self.counters, "session ended");
+    }
+
+    /// Bridge counts since the last call, for the loop's metrics (O(1), no scan).
+    pub fn take_bridge_deltas(&mut self) -> BridgeCounters {
+        let now = *self.bridge.counters();
+        let d = now.since(&self.published_bridge);
+        self.published_bridge = now;
+        d
     }
 
     /// Audio bridge access for the loop (attach, taps).

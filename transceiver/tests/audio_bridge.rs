@@ -393,7 +393,12 @@ fn stalled_backend_costs_only_its_own_frames() {
     // The stalled session lost frames at the queue (counted); the others lost none.
     let loc = |k: usize| fleet.report(k).location;
     let stalled_snap = http_get(&server.url(&loc(0)), None).json();
-    assert!(stalled_snap["bridge"]["uplink_dropped"].as_u64().unwrap() > 0);
+    let dropped = stalled_snap["bridge"]["uplink_dropped"].as_u64().unwrap();
+    assert!(dropped > 0);
+    // The same drops are visible to Prometheus.
+    let text = http_get(&server.url("/metrics"), None).body;
+    assert!(metric_sum(&text, "voxgate_bridge_uplink_dropped_total", &[]) >= dropped);
+    assert_eq!(metric_sum(&text, "voxgate_backend_workers", &[]), 1);
     for (k, id) in ids.iter().enumerate().skip(1) {
         let s = http_get(&server.url(&loc(k)), None).json();
         assert_eq!(s["bridge"]["uplink_dropped"], 0, "{s}");

@@ -1,0 +1,583 @@
+//! Batched UDP I/O: a safe wrapper around Linux `recvmmsg(2)` / `sendmmsg(2)`.
+//!
+//! One system call moves up to a whole batch of datagrams. Every buffer, `iovec`,
+//! `mmsghdr` and `sockaddr_storage` is allocated once, when the batch is built; receiving
+//! and sending allocate nothing. All `unsafe` of the crate lives in this module: the two
+//! system calls and the `sockaddr` conversions, each with the invariant it relies on.
+//!
+//! Addresses are normalised: an IPv4-mapped IPv6 source (`::ffff:a.b.c.d`, seen on a dual
+//! stack socket) is reported as IPv4, and an IPv4 destination is mapped back when the
+//! socket is IPv6, so the flow table sees one spelling per client.
+//!
+//! The batches hold raw pointers into their own heap buffers, which makes them `!Send`:
+//! build them on the thread that uses them.
+
+use std::io;
+use std::mem;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::AsRawFd;
+use std::ptr;
+
+/// Largest datagram a slot holds by default: above any path MTU WebRTC uses.
+pub const DEFAULT_SLOT: usize = 2048;
+
+/// Datagrams received by one [`RecvBatch::recv`] call, read in place.
+pub struct RecvBatch {
+    slot: usize,
+    bufs: Box<[u8]>,
+    iovecs: Box<[libc::iovec]>,
+    addrs: Box<[libc::sockaddr_storage]>,
+    hdrs: Box<[libc::mmsghdr]>,
+    filled: usize,
+}
+
+/// One received datagram.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a> {
+    /// Source address (IPv4-mapped IPv6 reported as IPv4).
+    pub from: SocketAddr,
+    /// The bytes, possibly cut short if `truncated`.
+    pub bytes: &'a [u8],
+    /// The datagram was larger than a slot; `bytes` holds only its start.
+    pub truncated: bool,
+}
+
+impl RecvBatch {
+    /// A batch of `capacity` slots of `slot` bytes each.
+    pub fn new(capacity: usize, slot: usize) -> Self {
+        assert!(capacity > 0 && slot > 0, "empty batch");
+        Self {
+            slot,
+            bufs: vec![0u8; capacity * slot].into_boxed_slice(),
+            iovecs: vec![empty_iovec(); capacity].into_boxed_slice(),
+            addrs: vec![empty_storage(); capacity].into_boxed_slice(),
+            hdrs: vec![empty_mmsghdr(); capacity].into_boxed_slice(),
+            filled: 0,
+        }
+    }
+
+    /// Receives up to a batch of datagrams without blocking. Returns how many arrived;
+    /// `Err(WouldBlock)` when none are queued.
+    pub fn recv(&mut self, socket: &impl AsRawFd) -> io::Result<usize> {
+        self.filled = 0;
+        let base = self.bufs.as_mut_ptr();
+        for (i, ((iov, hdr), addr)) in self
+            .iovecs
+            .iter_mut()
+            .zip(self.hdrs.iter_mut())
+            .zip(self.addrs.iter_mut())
+            .enumerate()
+        {
+            // In bounds: `bufs` holds `capacity * slot` bytes and `i < capacity`.
+            iov.iov_base = base.wrapping_add(i * self.slot).cast();
+            iov.iov_len = self.slot;
+            hdr.msg_hdr.msg_iov = iov;
+            hdr.msg_hdr.msg_iovlen = 1;
+            hdr.msg_hdr.msg_name = ptr::from_mut(addr).cast();
+            hdr.msg_hdr.msg_namelen = socklen_of::<libc::sockaddr_storage>();
+            hdr.msg_hdr.msg_control = ptr::null_mut();
+            hdr.msg_hdr.msg_controllen = 0;
+            hdr.msg_hdr.msg_flags = 0;
+            hdr.msg_len = 0;
+        }
+        let vlen = u32::try_from(self.hdrs.len()).unwrap_or(u32::MAX);
+        loop {
+            // SAFETY: every header points at its own iovec and sockaddr_storage, and every
+            // iovec at its own `slot` bytes of `bufs`; all live in `self` (heap, not moved
+            // during the call) and are exclusively borrowed by `&mut self`. The kernel writes
+            // at most `iov_len` bytes per buffer and `msg_namelen` bytes per address.
+            let rc = unsafe {
+                libc::recvmmsg(
+                    socket.as_raw_fd(),
+                    self.hdrs.as_mut_ptr(),
+                    vlen,
+                    libc::MSG_DONTWAIT,
+                    ptr::null_mut(),
+                )
+            };
+            match usize::try_from(rc) {
+                Ok(n) => {
+                    self.filled = n;
+                    return Ok(n);
+                }
+                Err(_) => {
+                    let err = io::Error::last_os_error();
+                    if err.kind() != io::ErrorKind::Interrupted {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Datagrams of the last [`recv`](Self::recv), in arrival order. A datagram whose source
+    /// is not an IP address (impossible on a UDP socket) is skipped.
+    pub fn iter(&self) -> impl Iterator<Item = Received<'_>> {
+        (0..self.filled).filter_map(move |i| {
+            let hdr = &self.hdrs[i];
+            let len = (hdr.msg_len as usize).min(self.slot);
+            let from = from_storage(&self.addrs[i], hdr.msg_hdr.msg_namelen)?;
+            Some(Received {
+                from,
+                bytes: &self.bufs[i * self.slot..i * self.slot + len],
+                truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            })
+        })
+    }
+}
+
+/// Datagrams queued for one [`SendBatch::flush`] call.
+pub struct SendBatch {
+    slot: usize,
+    v6_socket: bool,
+    bufs: Box<[u8]>,
+    iovecs: Box<[libc::iovec]>,
+    addrs: Box<[libc::sockaddr_storage]>,
+    hdrs: Box<[libc::mmsghdr]>,
+    tags: Box<[u8]>,
+    queued: usize,
+}
+
+/// Why [`SendBatch::push`] refused a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The batch is full: flush first.
+    #[error("send batch full")]
+    Full,
+    /// Prefix and payload together exceed a slot.
+    #[error("datagram larger than a send slot")]
+    TooLarge,
+    /// An IPv6 destination on an IPv4 socket.
+    #[error("address family does not match the socket")]
+    Family,
+}
+
+/// What a [`SendBatch::flush`] could not send.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlushLosses {
+    /// Dropped because the socket's send buffer was full.
+    pub buffer_full: u64,
+    /// Refused by the kernel for another reason.
+    pub failed: u64,
+}
+
+impl SendBatch {
+    /// A batch of `capacity` slots of `slot` bytes, for a socket bound to IPv6 iff
+    /// `v6_socket`.
+    pub fn new(capacity: usize, slot: usize, v6_socket: bool) -> Self {
+        assert!(capacity > 0 && slot > 0, "empty batch");
+        Self {
+            slot,
+            v6_socket,
+            bufs: vec![0u8; capacity * slot].into_boxed_slice(),
+            iovecs: vec![empty_iovec(); capacity].into_boxed_slice(),
+            addrs: vec![empty_storage(); capacity].into_boxed_slice(),
+            hdrs: vec![empty_mmsghdr(); capacity].into_boxed_slice(),
+            tags: vec![0u8; capacity].into_boxed_slice(),
+            queued: 0,
+        }
+    }
+
+    /// Datagrams queued.
+    pub fn len(&self) -> usize {
+        self.queued
+    }
+
+    /// Nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.queued == 0
+    }
+
+    /// No room for another datagram.
+    pub fn is_full(&self) -> bool {
+        self.queued == self.hdrs.len()
+    }
+
+    /// Queues `prefix ++ payload` for `to`, copied into the next slot. `tag` comes back in
+    /// `flush`'s callback for each datagram sent (the caller's accounting bucket).
+    pub fn push(
+        &mut self,
+        to: SocketAddr,
+        prefix: &[u8],
+        payload: &[u8],
+        tag: u8,
+    ) -> Result<(), PushError> {
+        let i = self.queued;
+        if i == self.hdrs.len() {
+            return Err(PushError::Full);
+        }
+        let len = prefix.len() + payload.len();
+        if len > self.slot {
+            return Err(PushError::TooLarge);
+        }
+        let namelen =
+            to_storage(to, self.v6_socket, &mut self.addrs[i]).ok_or(PushError::Family)?;
+        let buf = &mut self.bufs[i * self.slot..i * self.slot + len];
+        buf[..prefix.len()].copy_from_slice(prefix);
+        buf[prefix.len()..].copy_from_slice(payload);
+        self.iovecs[i].iov_len = len;
+        self.hdrs[i].msg_hdr.msg_namelen = namelen;
+        self.tags[i] = tag;
+        self.queued += 1;
+        Ok(())
+    }
+
+    /// Sends everything queued without blocking, then empties the batch. `on_sent(tag,
+    /// bytes)` runs for each datagram the kernel accepted. A full send buffer drops the rest
+    /// of the batch (never waits); any other error drops only the datagram it concerns.
+    pub fn flush(
+        &mut self,
+        socket: &impl AsRawFd,
+        mut on_sent: impl FnMut(u8, usize),
+    ) -> FlushLosses {
+        let mut losses = FlushLosses::default();
+        let queued = mem::take(&mut self.queued);
+        let base = self.bufs.as_mut_ptr();
+        for (i, ((iov, hdr), addr)) in self
+            .iovecs
+            .iter_mut()
+            .zip(self.hdrs.iter_mut())
+            .zip(self.addrs.iter_mut())
+            .enumerate()
+            .take(queued)
+        {
+            // In bounds: `bufs` holds `capacity * slot` bytes and `i < capacity`.
+            iov.iov_base = base.wrapping_add(i * self.slot).cast();
+            hdr.msg_hdr.msg_iov = iov;
+            hdr.msg_hdr.msg_iovlen = 1;
+            hdr.msg_hdr.msg_name = ptr::from_mut(addr).cast();
+            hdr.msg_hdr.msg_control = ptr::null_mut();
+            hdr.msg_hdr.msg_controllen = 0;
+            hdr.msg_hdr.msg_flags = 0;
+            hdr.msg_len = 0;
+        }
+        let mut next = 0;
+        while next < queued {
+            let rest = &mut self.hdrs[next..queued];
+            let vlen = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+            // SAFETY: headers `next..queued` were filled by `push` (address length, iovec
+            // length within the slot) and re-pointed above at their own iovec, slot and
+            // address inside `self`, which `&mut self` borrows exclusively for the call.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    socket.as_raw_fd(),
+                    rest.as_mut_ptr(),
+                    vlen,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match usize::try_from(rc) {
+                Ok(0) => {
+                    losses.failed += (queued - next) as u64;
+                    break;
+                }
+                Ok(n) => {
+                    for j in next..next + n {
+                        on_sent(self.tags[j], self.hdrs[j].msg_len as usize);
+                    }
+                    next += n;
+                }
+                Err(_) => {
+                    let err = io::Error::last_os_error();
+                    match err.kind() {
+                        io::ErrorKind::Interrupted => {}
+                        io::ErrorKind::WouldBlock => {
+                            losses.buffer_full += (queued - next) as u64;
+                            break;
+                        }
+                        _ => {
+                            losses.failed += 1;
+                            next += 1;
+                        }
+                    }
+                }
+            }
+        }
+        losses
+    }
+}
+
+/// Raises a socket's receive and send buffers to `bytes`, past the `rmem_max` / `wmem_max`
+/// caps when the process may (`SO_RCVBUFFORCE` / `SO_SNDBUFFORCE` need CAP_NET_ADMIN),
+/// else as far as the caps allow. Deep buffers absorb bursts while a worker is busy with a
+/// batch. Returns the receive buffer size the kernel granted.
+pub fn grow_buffers(socket: &impl AsRawFd, bytes: usize) -> io::Result<usize> {
+    let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    for (forced, capped) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if setsockopt_int(socket, forced, want).is_err() {
+            setsockopt_int(socket, capped, want)?;
+        }
+    }
+    let mut granted: libc::c_int = 0;
+    let mut len = socklen_of::<libc::c_int>();
+    // SAFETY: getsockopt writes at most `len` bytes (the size of `granted`) into `granted`.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            ptr::from_mut(&mut granted).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(granted).unwrap_or(0))
+}
+
+fn setsockopt_int(socket: &impl AsRawFd, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value is a c_int read by the kernel from a valid pointer of the
+    // stated length.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            name,
+            ptr::from_ref(&value).cast(),
+            socklen_of::<libc::c_int>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn empty_iovec() -> libc::iovec {
+    libc::iovec {
+        iov_base: ptr::null_mut(),
+        iov_len: 0,
+    }
+}
+
+fn empty_storage() -> libc::sockaddr_storage {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid (AF_UNSPEC) value.
+    unsafe { mem::zeroed() }
+}
+
+fn empty_mmsghdr() -> libc::mmsghdr {
+    // SAFETY: mmsghdr is plain old data (integers and raw pointers); all-zero is valid and
+    // means "no buffers", which `recv`/`flush` replace before every system call.
+    unsafe { mem::zeroed() }
+}
+
+fn socklen_of<T>() -> libc::socklen_t {
+    libc::socklen_t::try_from(mem::size_of::<T>()).unwrap_or(libc::socklen_t::MAX)
+}
+
+/// Reads the address the kernel wrote into `storage`.
+fn from_storage(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    match i32::from(storage.ss_family) {
+        libc::AF_INET if len >= socklen_of::<libc::sockaddr_in>() => {
+            // SAFETY: ss_family says the storage holds a sockaddr_in, which is smaller than
+            // and no more aligned than sockaddr_storage.
+            let sin = unsafe { &*ptr::from_ref(storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 if len >= socklen_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &*ptr::from_ref(storage).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            let port = u16::from_be(sin6.sin6_port);
+            Some(match ip.to_ipv4_mapped() {
+                Some(v4) => SocketAddr::V4(SocketAddrV4::new(v4, port)),
+                None => SocketAddr::V6(SocketAddrV6::new(
+                    ip,
+                    port,
+                    sin6.sin6_flowinfo,
+                    sin6.sin6_scope_id,
+                )),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Writes `addr` into `storage` in the socket's family; returns the address length, or
+/// `None` for an IPv6 destination (not IPv4-mapped) on an IPv4 socket.
+fn to_storage(
+    addr: SocketAddr,
+    v6_socket: bool,
+    storage: &mut libc::sockaddr_storage,
+) -> Option<libc::socklen_t> {
+    let v6 = match (addr, v6_socket) {
+        (SocketAddr::V4(v4), false) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*v4.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger and at least as aligned as sockaddr_in.
+            unsafe {
+                ptr::from_mut(storage)
+                    .cast::<libc::sockaddr_in>()
+                    .write(sin)
+            };
+            return Some(socklen_of::<libc::sockaddr_in>());
+        }
+        (SocketAddr::V4(v4), true) => SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0),
+        (SocketAddr::V6(v6), true) => v6,
+        (SocketAddr::V6(v6), false) => {
+            let v4 = v6.ip().to_ipv4_mapped()?;
+            return to_storage(SocketAddr::from((v4, v6.port())), false, storage);
+        }
+    };
+    let sin6 = libc::sockaddr_in6 {
+        sin6_family: libc::AF_INET6 as libc::sa_family_t,
+        sin6_port: v6.port().to_be(),
+        sin6_flowinfo: v6.flowinfo(),
+        sin6_addr: libc::in6_addr {
+            s6_addr: v6.ip().octets(),
+        },
+        sin6_scope_id: v6.scope_id(),
+    };
+    // SAFETY: sockaddr_storage is larger and at least as aligned as sockaddr_in6.
+    unsafe {
+        ptr::from_mut(storage)
+            .cast::<libc::sockaddr_in6>()
+            .write(sin6)
+    };
+    Some(socklen_of::<libc::sockaddr_in6>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::time::{Duration, Instant};
+
+    fn recv_all(
+        batch: &mut RecvBatch,
+        sock: &UdpSocket,
+        want: usize,
+    ) -> Vec<(SocketAddr, Vec<u8>, bool)> {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while got.len() < want && Instant::now() < deadline {
+            match batch.recv(sock) {
+                Ok(_) => got.extend(
+                    batch
+                        .iter()
+                        .map(|r| (r.from, r.bytes.to_vec(), r.truncated)),
+                ),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn sendmmsg_batch_arrives_whole_and_in_order_via_recvmmsg() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut out = SendBatch::new(8, 64, false);
+        for i in 0..8u8 {
+            out.push(to, &[0xD1, i], &[i; 10], i % 2).unwrap();
+        }
+        assert!(out.is_full());
+        assert_eq!(out.push(to, &[], &[1], 0), Err(PushError::Full));
+        let mut sent = [0usize; 2];
+        let losses = out.flush(&tx, |tag, bytes| sent[usize::from(tag)] += bytes);
+        assert_eq!(losses, FlushLosses::default());
+        assert_eq!(sent, [48, 48]);
+        assert!(out.is_empty());
+
+        let mut batch = RecvBatch::new(4, 64);
+        let got = recv_all(&mut batch, &rx, 8);
+        assert_eq!(got.len(), 8);
+        for (i, (from, bytes, truncated)) in got.into_iter().enumerate() {
+            assert_eq!(from, tx.local_addr().unwrap());
+            let mut want = vec![0xD1, i as u8];
+            want.extend_from_slice(&[i as u8; 10]);
+            assert_eq!(bytes, want);
+            assert!(!truncated);
+        }
+        assert_eq!(
+            batch.recv(&rx).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+    }
+
+    #[test]
+    fn oversized_datagram_is_flagged_truncated() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(&[7u8; 100], rx.local_addr().unwrap()).unwrap();
+        let mut batch = RecvBatch::new(2, 32);
+        let got = recv_all(&mut batch, &rx, 1);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].2);
+        assert_eq!(got[0].1.len(), 32);
+    }
+
+    #[test]
+    fn push_refuses_oversized_and_wrong_family() {
+        let mut out = SendBatch::new(2, 16, false);
+        let v4: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        assert_eq!(out.push(v4, &[0; 8], &[0; 9], 0), Err(PushError::TooLarge));
+        let v6: SocketAddr = "[2001:db8::1]:9".parse().unwrap();
+        assert_eq!(out.push(v6, &[], &[0], 0), Err(PushError::Family));
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:9".parse().unwrap();
+        assert_eq!(out.push(mapped, &[], &[0], 0), Ok(()));
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn buffers_grow_at_least_to_the_default() {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let granted = grow_buffers(&s, 1 << 20).unwrap();
+        assert!(granted >= 64 << 10, "{granted}");
+    }
+
+    #[test]
+    fn addresses_round_trip_and_mapped_v6_reads_as_v4() {
+        let mut ss = empty_storage();
+        for (addr, v6) in [
+            ("10.1.2.3:4000", false),
+            ("[2001:db8::7]:5000", true),
+            ("10.1.2.3:4000", true),
+        ] {
+            let addr: SocketAddr = addr.parse().unwrap();
+            let len = to_storage(addr, v6, &mut ss).unwrap();
+            assert_eq!(from_storage(&ss, len), Some(addr));
+        }
+    }
+
+    #[test]
+    fn dual_stack_socket_reports_ipv4_clients_as_ipv4() {
+        let Ok(rx) = UdpSocket::bind("[::]:0") else {
+            return; // no IPv6 on this host
+        };
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = rx.local_addr().unwrap().port();
+        tx.send_to(b"hi", ("127.0.0.1", port)).unwrap();
+        let mut batch = RecvBatch::new(2, 32);
+        let got = recv_all(&mut batch, &rx, 1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, tx.local_addr().unwrap());
+        // And a reply through a v6 socket to a v4 address reaches it.
+        let mut out = SendBatch::new(1, 32, true);
+        out.push(got[0].0, &[], b"yo", 0).unwrap();
+        assert_eq!(out.flush(&rx, |_, _| {}), FlushLosses::default());
+        let mut buf = [0u8; 8];
+        tx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let (n, _) = tx.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"yo");
+    }
+}

@@ -1,0 +1,652 @@
+//! The relay's whole routing decision, Sans-IO: datagrams and `now` go in, a [`Verdict`]
+//! comes out. No sockets, no threads, no clock of its own, no allocation per datagram (every
+//! map is preallocated to its cap and never grows past it).
+//!
+//! # Rules
+//!
+//! * **Unknown client, STUN binding request.** Its USERNAME's server ufrag is a routing hint;
+//!   if it authenticates under the keyring, a *tentative* flow `client → hint.loop_addr`
+//!   is created (or `client → peer relay` when the hint names a `--peer-cluster`) and the
+//!   datagram is forwarded behind a [`RelayHeader`]. Anything that fails creates no state.
+//! * **Known client, any datagram.** Forwarded opaquely to the flow's next hop.
+//! * **Unknown client, anything else.** With a route cache: [`Verdict::Lookup`] (rate
+//!   limited, deduplicated, negatively cached), else dropped.
+//! * **Relay-framed datagram on the public side.** Only from a peer relay's IP (the global
+//!   tier): the header names the client, the peer is the hop replies go back to.
+//! * **Return path (internal side).** Only from `--transceivers` networks or peer relay IPs,
+//!   only for a known client, only from that flow's next hop. The first reply makes the flow
+//!   *established*; the reply goes to the client with the header stripped (or, for a flow a
+//!   peer delivered, back to that peer with the header kept).
+//!
+//! The relay never answers a sender by itself: every `Forward` goes to an address named by
+//! an authenticated hint, a configured peer, or a route the cache returned (checked against
+//! the same allow-lists); every `ToClient` goes to a client whose flow exists.
+//!
+//! # Bounds
+//!
+//! At most `max_flows` flows; at most `max_tentative_per_ip` tentative flows per client IP.
+//! Tentative flows expire `tentative_timeout` after creation, established ones after
+//! `idle_timeout` without traffic either way. Expiry is swept at most every
+//! [`SWEEP_GRANULARITY`], so a flow may outlive its deadline by that much.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use voxgate_proto::{
+    decode, is_relay_framed, looks_like_stun, server_ufrag, Direction, RelayHeader,
+};
+
+use crate::config::RoutingConfig;
+
+/// Expired flows are removed by a sweep that runs at most this often.
+pub const SWEEP_GRANULARITY: Duration = Duration::from_millis(250);
+/// A lookup with no answer after this long may be asked again.
+pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Lookups in flight per table.
+pub const MAX_PENDING_LOOKUPS: usize = 1024;
+/// Clients remembered as "cache said no".
+pub const MAX_NEGATIVE_ENTRIES: usize = 16_384;
+/// Route writes queued between two drains by the worker.
+pub const MAX_QUEUED_ROUTE_WRITES: usize = 4096;
+
+/// What to do with one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send from the internal socket to `to` (a transceiver loop or a peer relay). If
+    /// `header` is `Some`, prepend it; if `None`, the datagram already carries its header
+    /// and goes out unchanged.
+    Forward {
+        /// Next hop.
+        to: SocketAddr,
+        /// Header to prepend, if any.
+        header: Option<RelayHeader>,
+    },
+    /// Send `datagram[payload_at..]` (header stripped) from the public socket to the client.
+    ToClient {
+        /// The client.
+        to: SocketAddr,
+        /// Length of the relay header in front of the payload.
+        payload_at: usize,
+    },
+    /// Drop it, counted under this reason.
+    Drop(DropReason),
+    /// Drop it, and ask the route cache where this client's flow goes; the answer comes
+    /// back through [`FlowTable::install_route`] or [`FlowTable::on_lookup_miss`].
+    Lookup(SocketAddr),
+}
+
+macro_rules! drop_reasons {
+    ($($(#[$doc:meta])* $variant:ident => $label:literal,)*) => {
+        /// Why a datagram was not forwarded. `as_str()` is the `reason` label of the drop
+        /// counter.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum DropReason { $($(#[$doc])* $variant,)* }
+
+        impl DropReason {
+            /// Every reason, in label order of declaration.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)*];
+            /// Number of reasons (size of a per-reason counter array).
+            pub const COUNT: usize = Self::ALL.len();
+
+            /// Short snake_case label.
+            pub fn as_str(self) -> &'static str {
+                match self { $(DropReason::$variant => $label,)* }
+            }
+
+            /// Index into a per-reason counter array.
+            pub fn index(self) -> usize {
+                self as usize
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    /// STUN from an unknown client that is not a well-formed binding request with a USERNAME.
+    BadStun => "bad_stun",
+    /// The server ufrag is not an authentic routing hint.
+    BadHint => "bad_hint",
+    /// The hint names a cluster that is neither ours nor a configured peer (or a peer relay
+    /// delivered a flow for a cluster other than ours).
+    UnknownCluster => "unknown_cluster",
+    /// Non-STUN from an unknown client (no cache, or the cache said no), or a reply for a
+    /// client with no flow.
+    UnknownFlow => "unknown_flow",
+    /// The worker's flow table is full.
+    TableFull => "table_full",
+    /// Too many tentative flows from this client IP.
+    TentativeCap => "tentative_cap",
+    /// Return-path datagram from a source outside the transceiver networks and peers.
+    SpoofedReturn => "spoofed_return",
+    /// Return-path datagram from an allowed network but not the flow's own next hop.
+    WrongSource => "wrong_source",
+    /// A relay-framed datagram whose header is malformed or points the wrong way.
+    BadHeader => "bad_header",
+    /// A relay-framed datagram on the public port from a source that is not a peer relay.
+    NotPeer => "not_peer",
+    /// Unknown client, lookup already in flight.
+    LookupPending => "lookup_pending",
+    /// Unknown client, lookup rate or in-flight cap exceeded.
+    LookupLimited => "lookup_limited",
+    /// Unknown client, lookup started: the datagram itself is not kept.
+    AwaitingRoute => "awaiting_route",
+    /// The datagram did not fit the receive buffer (worker-level).
+    Truncated => "truncated",
+    /// The socket's send buffer was full (worker-level).
+    SendBufferFull => "send_buffer_full",
+    /// The kernel refused the send (worker-level).
+    SendError => "send_error",
+}
+
+/// A route to write to the cache: `client` is served by next hop `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteWrite {
+    /// Client address as the relay sees it.
+    pub client: SocketAddr,
+    /// Transceiver loop (or peer relay ingress).
+    pub to: SocketAddr,
+}
+
+/// Plain counters owned by the table; the worker publishes them periodically.
+#[derive(Debug, Clone, Default)]
+pub struct TableStats {
+    /// Drops per [`DropReason::index`].
+    pub drops: [u64; DropReason::COUNT],
+    /// Flows created (hint or cache).
+    pub flows_created: u64,
+    /// Flows that saw their first reply.
+    pub flows_established: u64,
+    /// Tentative flows expired without a reply.
+    pub flows_expired_tentative: u64,
+    /// Established flows expired idle.
+    pub flows_expired_established: u64,
+    /// Lookups handed to the cache.
+    pub lookups_started: u64,
+    /// Routes from the cache turned into flows.
+    pub routes_installed: u64,
+    /// Routes from the cache refused (unlisted destination, caps, already known).
+    pub routes_rejected: u64,
+    /// Route writes dropped because the queue was full.
+    pub route_writes_dropped: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Count {
+    packets: u64,
+    bytes: u64,
+}
+
+impl Count {
+    fn add(&mut self, bytes: usize) {
+        self.packets += 1;
+        self.bytes += bytes as u64;
+    }
+}
+
+#[derive(Debug)]
+struct Flow {
+    /// Next hop towards the transceiver: a loop address or a peer relay ingress.
+    to: SocketAddr,
+    /// `to` is a peer relay: its replies come from its internal socket (same IP, any port).
+    to_is_peer: bool,
+    /// Peer relay that delivered this flow (global tier); replies go back there.
+    downstream: Option<SocketAddr>,
+    established: bool,
+    created: Instant,
+    last_seen: Instant,
+    /// Last time this flow's route was queued for the cache.
+    route_written: Option<Instant>,
+    up: Count,
+    down: Count,
+}
+
+impl Flow {
+    fn deadline(&self, tentative: Duration, idle: Duration) -> Instant {
+        if self.established {
+            self.last_seen + idle
+        } else {
+            self.created + tentative
+        }
+    }
+}
+
+/// Per-client flows of one worker, with the caps, timers and lookup bookkeeping around them.
+pub struct FlowTable {
+    cfg: RoutingConfig,
+    flows: HashMap<SocketAddr, Flow>,
+    tentative_per_ip: HashMap<IpAddr, u32>,
+    tentative: usize,
+    pending_lookups: HashMap<SocketAddr, Instant>,
+    negative: HashMap<SocketAddr, Instant>,
+    lookup_tokens: f64,
+    lookup_refilled: Option<Instant>,
+    route_writes: Vec<RouteWrite>,
+    next_sweep: Option<Instant>,
+    /// No sweep before this (sweeps are O(flows), so at most one per SWEEP_GRANULARITY).
+    sweep_floor: Option<Instant>,
+    stats: TableStats,
+}
+
+impl FlowTable {
+    /// An empty table; every map is allocated up front to its cap.
+    pub fn new(cfg: RoutingConfig) -> Self {
+        let lookups = cfg.lookups;
+        Self {
+            flows: HashMap::with_capacity(cfg.max_flows),
+            tentative_per_ip: HashMap::with_capacity(cfg.max_flows),
+            tentative: 0,
+            pending_lookups: HashMap::with_capacity(if lookups { MAX_PENDING_LOOKUPS } else { 0 }),
+            negative: HashMap::with_capacity(if lookups { MAX_NEGATIVE_ENTRIES } else { 0 }),
+            lookup_tokens: f64::from(cfg.lookup_rate),
+            lookup_refilled: None,
+            route_writes: Vec::with_capacity(if lookups { MAX_QUEUED_ROUTE_WRITES } else { 0 }),
+            next_sweep: None,
+            sweep_floor: None,
+            stats: TableStats::default(),
+            cfg,
+        }
+    }
+
+    /// A datagram that arrived on the public socket from `from`.
+    pub fn on_client_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) -> Verdict {
+        if is_relay_framed(bytes) {
+            return self.on_peer_datagram(now, from, bytes);
+        }
+        if let Some(flow) = self.flows.get_mut(&from) {
+            flow.up.add(bytes.len());
+            touch(
+                flow,
+                from,
+                now,
+                &self.cfg,
+                &mut self.route_writes,
+                &mut self.stats,
+            );
+            let to = flow.to;
+            return Verdict::Forward {
+                to,
+                header: Some(RelayHeader {
+                    direction: Direction::ToTransceiver,
+                    client: from,
+                }),
+            };
+        }
+        if !looks_like_stun(bytes) {
+            return if self.cfg.lookups {
+                self.start_lookup(now, from)
+            } else {
+                self.drop(DropReason::UnknownFlow)
+            };
+        }
+        let Ok(ufrag) = server_ufrag(bytes) else {
+            return self.drop(DropReason::BadStun);
+        };
+        let Ok(hint) = decode(&self.cfg.keyring, ufrag) else {
+            return self.drop(DropReason::BadHint);
+        };
+        let to = if hint.cluster_id == self.cfg.cluster_id {
+            hint.loop_addr
+        } else if let Some(peer) = self.cfg.peer_for(hint.cluster_id) {
+            peer
+        } else {
+            return self.drop(DropReason::UnknownCluster);
+        };
+        if let Err(reason) = self.create(now, from, to, None) {
+            return self.drop(reason);
+        }
+        self.count_up(from, bytes.len());
+        Verdict::Forward {
+            to,
+            header: Some(RelayHeader {
+                direction: Direction::ToTransceiver,
+                client: from,
+            }),
+        }
+    }
+
+    /// A relay-framed datagram on the public socket: a peer relay of another cluster hands
+    /// us a client flow whose hint names our cluster.
+    fn on_peer_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) -> Verdict {
+        if !self.cfg.is_peer_ip(from.ip()) {
+            return self.drop(DropReason::NotPeer);
+        }
+        let (header, payload) = match RelayHeader::decode(bytes) {
+            Ok((h, p)) if h.direction == Direction::ToTransceiver => (h, p),
+            _ => return self.drop(DropReason::BadHeader),
+        };
+        let client = header.client;
+        if let Some(flow) = self.flows.get_mut(&client) {
+            flow.downstream = Some(from);
+            flow.up.add(bytes.len());
+            touch(
+                flow,
+                client,
+                now,
+                &self.cfg,
+                &mut self.route_writes,
+                &mut self.stats,
+            );
+            return Verdict::Forward {
+                to: flow.to,
+                header: None,
+            };
+        }
+        if !looks_like_stun(payload) {
+            return self.drop(DropReason::UnknownFlow);
+        }
+        let Ok(ufrag) = server_ufrag(payload) else {
+            return self.drop(DropReason::BadStun);
+        };
+        let Ok(hint) = decode(&self.cfg.keyring, ufrag) else {
+            return self.drop(DropReason::BadHint);
+        };
+        // A peer only delivers flows of our cluster; anything else would bounce between tiers.
+        if hint.cluster_id != self.cfg.cluster_id {
+            return self.drop(DropReason::UnknownCluster);
+        }
+        if let Err(reason) = self.create(now, client, hint.loop_addr, Some(from)) {
+            return self.drop(reason);
+        }
+        self.count_up(client, bytes.len());
+        Verdict::Forward {
+            to: hint.loop_addr,
+            header: None,
+        }
+    }
+
+    /// A datagram that arrived on the internal socket: a reply for a client.
+    pub fn on_internal_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        bytes: &[u8],
+    ) -> Verdict {
+        if !self.cfg.is_transceiver(from.ip()) && !self.cfg.is_peer_ip(from.ip()) {
+            return self.drop(DropReason::SpoofedReturn);
+        }
+        let header = match RelayHeader::decode(bytes) {
+            Ok((h, _)) if h.direction == Direction::ToClient => h,
+            _ => return self.drop(DropReason::BadHeader),
+        };
+        let client = header.client;
+        let Some(flow) = self.flows.get_mut(&client) else {
+            return self.drop(DropReason::UnknownFlow);
+        };
+        let from_next_hop = flow.to == from || (flow.to_is_peer && flow.to.ip() == from.ip());
+        if !from_next_hop {
+            return self.drop(DropReason::WrongSource);
+        }
+        flow.down.add(bytes.len());
+        let was_tentative = !flow.established;
+        flow.established = true;
+        touch(
+            flow,
+            client,
+            now,
+            &self.cfg,
+            &mut self.route_writes,
+            &mut self.stats,
+        );
+        let downstream = flow.downstream;
+        if was_tentative {
+            self.stats.flows_established += 1;
+            self.release_tentative(client.ip());
+        }
+        match downstream {
+            Some(peer) => Verdict::Forward {
+                to: peer,
+                header: None,
+            },
+            None => Verdict::ToClient {
+                to: client,
+                payload_at: header.encoded_len(),
+            },
+        }
+    }
+
+    /// The route cache says `client`'s flow goes to `to`: restore it as a tentative flow.
+    /// Refused (and counted) unless `to` is in the transceiver networks or a peer ingress.
+    pub fn install_route(&mut self, now: Instant, client: SocketAddr, to: SocketAddr) {
+        self.pending_lookups.remove(&client);
+        let allowed = self.cfg.is_transceiver(to.ip()) || self.cfg.is_peer_addr(to);
+        if !allowed || self.flows.contains_key(&client) {
+            self.stats.routes_rejected += 1;
+            return;
+        }
+        match self.create(now, client, to, None) {
+            Ok(()) => {
+                self.stats.routes_installed += 1;
+                if let Some(flow) = self.flows.get_mut(&client) {
+                    // It is in the cache already; rewrite only once it is confirmed.
+                    flow.route_written = Some(now);
+                }
+            }
+            Err(_) => self.stats.routes_rejected += 1,
+        }
+    }
+
+    /// The route cache has no route for `client` (or could not answer): do not ask again
+    /// for `lookup_negative_ttl`.
+    pub fn on_lookup_miss(&mut self, now: Instant, client: SocketAddr) {
+        self.pending_lookups.remove(&client);
+        if self.negative.len() < MAX_NEGATIVE_ENTRIES {
+            let until = now + self.cfg.lookup_negative_ttl;
+            self.negative.insert(client, until);
+            self.schedule(until);
+        }
+    }
+
+    /// Routes to write to the cache (flows that just got established, or whose cached route
+    /// is due for a refresh). The worker drains this after every batch.
+    pub fn drain_route_writes(&mut self) -> std::vec::Drain<'_, RouteWrite> {
+        self.route_writes.drain(..)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_sweep
+    }
+
+    /// Expire flows, lookups in flight and negative entries whose time is up.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.next_sweep {
+            Some(at) if at <= now => {}
+            _ => return,
+        }
+        let (tentative_timeout, idle) = (self.cfg.tentative_timeout, self.cfg.idle_timeout);
+        let mut next: Option<Instant> = None;
+        let stats = &mut self.stats;
+        let per_ip = &mut self.tentative_per_ip;
+        let tentative = &mut self.tentative;
+        self.flows.retain(|client, flow| {
+            let deadline = flow.deadline(tentative_timeout, idle);
+            if deadline > now {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                return true;
+            }
+            if flow.established {
+                stats.flows_expired_established += 1;
+            } else {
+                stats.flows_expired_tentative += 1;
+                *tentative -= 1;
+                decrement(per_ip, client.ip());
+            }
+            tracing::debug!(
+                %client,
+                to = %flow.to,
+                established = flow.established,
+                up_packets = flow.up.packets,
+                up_bytes = flow.up.bytes,
+                down_packets = flow.down.packets,
+                down_bytes = flow.down.bytes,
+                "flow expired"
+            );
+            false
+        });
+        for map in [&mut self.pending_lookups, &mut self.negative] {
+            map.retain(|_, until| {
+                if *until > now {
+                    next = Some(next.map_or(*until, |n| n.min(*until)));
+                    true
+                } else {
+                    false
+                }
+            });
+        }
+        let floor = now + SWEEP_GRANULARITY;
+        self.sweep_floor = Some(floor);
+        self.next_sweep = next.map(|n| n.max(floor));
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &TableStats {
+        &self.stats
+    }
+
+    /// Flows in the table (tentative and established).
+    pub fn flow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Flows still waiting for their first reply.
+    pub fn tentative_count(&self) -> usize {
+        self.tentative
+    }
+
+    /// Next hop of `client`'s flow and whether it is established, if there is one.
+    pub fn route_of(&self, client: SocketAddr) -> Option<(SocketAddr, bool)> {
+        self.flows.get(&client).map(|f| (f.to, f.established))
+    }
+
+    fn drop(&mut self, reason: DropReason) -> Verdict {
+        self.stats.drops[reason.index()] += 1;
+        Verdict::Drop(reason)
+    }
+
+    fn count_up(&mut self, client: SocketAddr, bytes: usize) {
+        if let Some(flow) = self.flows.get_mut(&client) {
+            flow.up.add(bytes);
+        }
+    }
+
+    /// Creates a tentative flow, enforcing both caps.
+    fn create(
+        &mut self,
+        now: Instant,
+        client: SocketAddr,
+        to: SocketAddr,
+        downstream: Option<SocketAddr>,
+    ) -> Result<(), DropReason> {
+        if self.flows.len() >= self.cfg.max_flows {
+            return Err(DropReason::TableFull);
+        }
+        let ip = client.ip();
+        let on_ip = self.tentative_per_ip.get(&ip).copied().unwrap_or(0);
+        if on_ip >= self.cfg.max_tentative_per_ip {
+            return Err(DropReason::TentativeCap);
+        }
+        *self.tentative_per_ip.entry(ip).or_insert(0) += 1;
+        self.tentative += 1;
+        self.flows.insert(
+            client,
+            Flow {
+                to,
+                to_is_peer: self.cfg.is_peer_addr(to),
+                downstream,
+                established: false,
+                created: now,
+                last_seen: now,
+                route_written: None,
+                up: Count::default(),
+                down: Count::default(),
+            },
+        );
+        self.stats.flows_created += 1;
+        self.schedule(now + self.cfg.tentative_timeout);
+        Ok(())
+    }
+
+    fn release_tentative(&mut self, ip: IpAddr) {
+        self.tentative -= 1;
+        decrement(&mut self.tentative_per_ip, ip);
+    }
+
+    fn start_lookup(&mut self, now: Instant, client: SocketAddr) -> Verdict {
+        if self.negative.get(&client).is_some_and(|until| *until > now) {
+            return self.drop(DropReason::UnknownFlow);
+        }
+        if self
+            .pending_lookups
+            .get(&client)
+            .is_some_and(|until| *until > now)
+        {
+            return self.drop(DropReason::LookupPending);
+        }
+        let rate = f64::from(self.cfg.lookup_rate);
+        let elapsed = self
+            .lookup_refilled
+            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
+        self.lookup_tokens = (self.lookup_tokens + elapsed * rate).min(rate);
+        self.lookup_refilled = Some(now);
+        if self.lookup_tokens < 1.0 || self.pending_lookups.len() >= MAX_PENDING_LOOKUPS {
+            return self.drop(DropReason::LookupLimited);
+        }
+        self.lookup_tokens -= 1.0;
+        let until = now + LOOKUP_TIMEOUT;
+        self.pending_lookups.insert(client, until);
+        self.schedule(until);
+        self.stats.lookups_started += 1;
+        self.stats.drops[DropReason::AwaitingRoute.index()] += 1;
+        Verdict::Lookup(client)
+    }
+
+    fn schedule(&mut self, at: Instant) {
+        let at = self.sweep_floor.map_or(at, |floor| at.max(floor));
+        self.next_sweep = Some(self.next_sweep.map_or(at, |n| n.min(at)));
+    }
+}
+
+/// Traffic on a known flow: refresh its idle timer and, for an established flow owned by
+/// this relay, queue its route for the cache when it is new or due for a refresh. (A free
+/// function over split borrows, so the caller's single map lookup serves the whole packet.)
+fn touch(
+    flow: &mut Flow,
+    client: SocketAddr,
+    now: Instant,
+    cfg: &RoutingConfig,
+    writes: &mut Vec<RouteWrite>,
+    stats: &mut TableStats,
+) {
+    flow.last_seen = now;
+    if !flow.established || !cfg.lookups || flow.downstream.is_some() {
+        return;
+    }
+    let due = flow
+        .route_written
+        .is_none_or(|at| now.saturating_duration_since(at) >= cfg.route_refresh);
+    if !due {
+        return;
+    }
+    if writes.len() < MAX_QUEUED_ROUTE_WRITES {
+        flow.route_written = Some(now);
+        writes.push(RouteWrite {
+            client,
+            to: flow.to,
+        });
+    } else {
+        stats.route_writes_dropped += 1;
+    }
+}
+
+fn decrement(per_ip: &mut HashMap<IpAddr, u32>, ip: IpAddr) {
+    if let Some(n) = per_ip.get_mut(&ip) {
+        *n -= 1;
+        if *n == 0 {
+            per_ip.remove(&ip);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,35 @@
+//! voxgate relay: the thin UDP forwarder between WebRTC clients and transceiver loops.
+//!
+//! # The packet path (three files)
+//!
+//! 1. [`worker`]: each worker thread owns a public socket (the client-facing port, shared
+//!    with SO_REUSEPORT so the kernel keeps a flow on one worker) and an internal socket
+//!    (its own port, so transceiver replies come back to the worker that owns the flow). It
+//!    reads both in batches and acts on each datagram's [`Verdict`](flow_table::Verdict).
+//! 2. [`flow_table`]: the whole decision, Sans-IO. A client's first datagram must be a STUN
+//!    binding request whose server ufrag is an authentic routing hint
+//!    ([`voxgate_proto::hint`]); it creates a tentative flow `client → transceiver loop` and
+//!    is forwarded behind a [`RelayHeader`](voxgate_proto::RelayHeader) naming the client.
+//!    Later datagrams of the flow are forwarded opaquely. Replies on the internal socket,
+//!    only from transceiver networks and only from the flow's own loop, establish the flow
+//!    and go back to the client with the header stripped. Everything else is dropped and
+//!    counted by reason; nothing is ever answered.
+//! 3. [`batch_io`]: `recvmmsg` / `sendmmsg` over preallocated buffers; the crate's only
+//!    `unsafe`.
+//!
+//! Off the packet path: [`route_cache`] (a thread owning the Redis connection: routes of
+//! established flows are written there so that, after a relay restart, an unknown
+//! non-STUN datagram can restore its flow by lookup), [`metrics`] (Prometheus counters
+//! published by workers periodically, served at `/metrics`), [`config`] (flags and their
+//! `VOXGATE_RELAY_*` environment twins), [`runtime`] (starting and stopping the threads).
+//!
+//! Flows of another cluster go to that cluster's relay with the header (the global tier):
+//! the same binary receives them on its public port, from configured peers only.
+
+pub mod batch_io;
+pub mod config;
+pub mod flow_table;
+pub mod metrics;
+pub mod route_cache;
+pub mod runtime;
+pub mod worker;

@@ -1,0 +1,463 @@
+//! Prometheus metrics and the tiny `/metrics` HTTP endpoint.
+//!
+//! Workers never touch these on the packet path: they keep plain integer counters
+//! ([`WorkerSnapshot`]) and every `--metrics-interval-ms` publish the difference since the
+//! last publication through the handles in [`WorkerMetrics`]. The route cache thread, which
+//! is off the packet path, updates its own handles ([`CacheMetrics`]) directly.
+//!
+//! Every metric is prefixed `voxgate_relay_`; counters end in `_total`.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::flow_table::DropReason;
+
+type Labels = Vec<(&'static str, String)>;
+type Counters = Family<Labels, Counter>;
+type Gauges = Family<Labels, Gauge>;
+
+/// Forwarding direction label values, indexed by [`DIR_TO_TRANSCEIVER`] / [`DIR_TO_CLIENT`].
+pub const DIRECTIONS: [&str; 2] = ["to_transceiver", "to_client"];
+/// Index of "towards the transceiver" (client datagrams, and a peer's hand-over).
+pub const DIR_TO_TRANSCEIVER: usize = 0;
+/// Index of "towards the client" (replies, including those returned to a peer relay).
+pub const DIR_TO_CLIENT: usize = 1;
+/// Socket label values, indexed by [`SOCK_PUBLIC`] / [`SOCK_INTERNAL`].
+pub const SOCKETS: [&str; 2] = ["public", "internal"];
+/// Index of the public socket.
+pub const SOCK_PUBLIC: usize = 0;
+/// Index of the internal socket.
+pub const SOCK_INTERNAL: usize = 1;
+
+/// Every metric family of the process.
+pub struct Metrics {
+    registry: Registry,
+    packets: Counters,
+    bytes: Counters,
+    drops: Counters,
+    flows_active: Gauges,
+    flows_tentative: Gauges,
+    flows_created: Counters,
+    flows_established: Counters,
+    flows_expired: Counters,
+    recv_batches: Counters,
+    recv_datagrams: Counters,
+    send_batches: Counters,
+    send_datagrams: Counters,
+    lookups: Counters,
+    routes_installed: Counters,
+    routes_rejected: Counters,
+    cache_queue_drops: Counters,
+    redis_lookups: Counters,
+    redis_writes: Counter,
+    redis_errors: Counter,
+    redis_connected: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every family.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("voxgate_relay");
+        let mut counters = |name: &str, help: &str| {
+            let f = Counters::default();
+            registry.register(name, help, f.clone());
+            f
+        };
+        let packets = counters(
+            "packets_forwarded",
+            "Datagrams sent on, by worker and direction",
+        );
+        let bytes = counters(
+            "bytes_forwarded",
+            "Bytes sent on (relay header included), by worker and direction",
+        );
+        let drops = counters("drops", "Datagrams not forwarded, by worker and reason");
+        let flows_created = counters(
+            "flows_created",
+            "Flows created from a valid hint or a cached route",
+        );
+        let flows_established = counters(
+            "flows_established",
+            "Flows that saw their first reply on the return path",
+        );
+        let flows_expired = counters(
+            "flows_expired",
+            "Flows expired, by state (tentative: no reply; established: idle)",
+        );
+        let recv_batches = counters("recv_batches", "recvmmsg calls that returned datagrams");
+        let recv_datagrams = counters(
+            "recv_datagrams",
+            "Datagrams received (recv_datagrams / recv_batches = mean batch size)",
+        );
+        let send_batches = counters("send_batches", "sendmmsg batches flushed");
+        let send_datagrams = counters(
+            "send_datagrams",
+            "Datagrams queued into send batches (send_datagrams / send_batches = mean batch size)",
+        );
+        let lookups = counters(
+            "route_lookups",
+            "Route cache lookups started by workers (unknown non-STUN packets)",
+        );
+        let routes_installed = counters(
+            "routes_installed",
+            "Cached routes turned into flows after a lookup",
+        );
+        let routes_rejected = counters(
+            "routes_rejected",
+            "Cached routes refused (destination not allowed, caps, flow already known)",
+        );
+        let cache_queue_drops = counters(
+            "cache_queue_drops",
+            "Messages between workers and the route cache dropped because a queue was full",
+        );
+        let redis_lookups = counters("redis_lookups", "Redis route lookups, by result");
+        let redis_writes = Counter::default();
+        registry.register(
+            "redis_writes",
+            "Routes written to Redis",
+            redis_writes.clone(),
+        );
+        let redis_errors = Counter::default();
+        registry.register(
+            "redis_errors",
+            "Redis connection and command errors",
+            redis_errors.clone(),
+        );
+        let mut gauges = |name: &str, help: &str| {
+            let f = Gauges::default();
+            registry.register(name, help, f.clone());
+            f
+        };
+        let flows_active = gauges("flows_active", "Flows in the table, by worker");
+        let flows_tentative = gauges(
+            "flows_tentative",
+            "Flows waiting for their first reply, by worker",
+        );
+        let redis_connected = Gauge::default();
+        registry.register(
+            "redis_connected",
+            "1 while the route cache holds a Redis connection",
+            redis_connected.clone(),
+        );
+        Self {
+            registry,
+            packets,
+            bytes,
+            drops,
+            flows_active,
+            flows_tentative,
+            flows_created,
+            flows_established,
+            flows_expired,
+            recv_batches,
+            recv_datagrams,
+            send_batches,
+            send_datagrams,
+            lookups,
+            routes_installed,
+            routes_rejected,
+            cache_queue_drops,
+            redis_lookups,
+            redis_writes,
+            redis_errors,
+            redis_connected,
+        }
+    }
+
+    /// Handles for worker `id`, resolved once so that publishing takes no locks per label.
+    pub fn worker(&self, id: usize) -> WorkerMetrics {
+        let w = |extra: Option<(&'static str, &str)>| -> Labels {
+            let mut l = vec![("worker", id.to_string())];
+            if let Some((k, v)) = extra {
+                l.push((k, v.to_owned()));
+            }
+            l
+        };
+        let by = |f: &Counters, key: &'static str, values: [&str; 2]| {
+            values.map(|v| handle(f, &w(Some((key, v)))))
+        };
+        WorkerMetrics {
+            packets: by(&self.packets, "direction", DIRECTIONS),
+            bytes: by(&self.bytes, "direction", DIRECTIONS),
+            drops: DropReason::ALL
+                .iter()
+                .map(|r| handle(&self.drops, &w(Some(("reason", r.as_str())))))
+                .collect(),
+            flows_active: handle(&self.flows_active, &w(None)),
+            flows_tentative: handle(&self.flows_tentative, &w(None)),
+            flows_created: handle(&self.flows_created, &w(None)),
+            flows_established: handle(&self.flows_established, &w(None)),
+            flows_expired: by(&self.flows_expired, "state", ["tentative", "established"]),
+            recv_batches: by(&self.recv_batches, "socket", SOCKETS),
+            recv_datagrams: by(&self.recv_datagrams, "socket", SOCKETS),
+            send_batches: by(&self.send_batches, "socket", SOCKETS),
+            send_datagrams: by(&self.send_datagrams, "socket", SOCKETS),
+            lookups: handle(&self.lookups, &w(None)),
+            routes_installed: handle(&self.routes_installed, &w(None)),
+            routes_rejected: handle(&self.routes_rejected, &w(None)),
+            queue_drops: by(&self.cache_queue_drops, "queue", ["request", "route_write"]),
+        }
+    }
+
+    /// Handles for the route cache thread.
+    pub fn cache(&self) -> CacheMetrics {
+        CacheMetrics {
+            hits: handle(&self.redis_lookups, &vec![("result", "hit".to_owned())]),
+            misses: handle(&self.redis_lookups, &vec![("result", "miss".to_owned())]),
+            writes: self.redis_writes.clone(),
+            errors: self.redis_errors.clone(),
+            connected: self.redis_connected.clone(),
+            answer_drops: handle(
+                &self.cache_queue_drops,
+                &vec![("queue", "answer".to_owned())],
+            ),
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// One worker's counters as plain integers: what it publishes.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerSnapshot {
+    /// Datagrams sent, per direction.
+    pub packets: [u64; 2],
+    /// Bytes sent, per direction.
+    pub bytes: [u64; 2],
+    /// Drops per [`DropReason::index`] (table and worker level combined).
+    pub drops: [u64; DropReason::COUNT],
+    /// Flows in the table now.
+    pub flows_active: u64,
+    /// Tentative flows now.
+    pub flows_tentative: u64,
+    /// Flows created.
+    pub flows_created: u64,
+    /// Flows established.
+    pub flows_established: u64,
+    /// Flows expired, tentative / established.
+    pub flows_expired: [u64; 2],
+    /// recvmmsg calls with data, per socket.
+    pub recv_batches: [u64; 2],
+    /// Datagrams received, per socket.
+    pub recv_datagrams: [u64; 2],
+    /// sendmmsg flushes, per socket.
+    pub send_batches: [u64; 2],
+    /// Datagrams queued for sending, per socket.
+    pub send_datagrams: [u64; 2],
+    /// Lookups started.
+    pub lookups: u64,
+    /// Routes installed.
+    pub routes_installed: u64,
+    /// Routes rejected.
+    pub routes_rejected: u64,
+    /// Messages to the cache dropped: lookup requests / route writes.
+    pub queue_drops: [u64; 2],
+}
+
+/// Metric handles of one worker.
+pub struct WorkerMetrics {
+    packets: [Counter; 2],
+    bytes: [Counter; 2],
+    drops: Vec<Counter>,
+    flows_active: Gauge,
+    flows_tentative: Gauge,
+    flows_created: Counter,
+    flows_established: Counter,
+    flows_expired: [Counter; 2],
+    recv_batches: [Counter; 2],
+    recv_datagrams: [Counter; 2],
+    send_batches: [Counter; 2],
+    send_datagrams: [Counter; 2],
+    lookups: Counter,
+    routes_installed: Counter,
+    routes_rejected: Counter,
+    queue_drops: [Counter; 2],
+}
+
+/// One labelled metric of a family. The family's lock guard is dropped on return: holding it
+/// while creating another label of the same family would deadlock.
+fn handle<M: Clone + Default>(family: &Family<Labels, M>, labels: &Labels) -> M {
+    family.get_or_create(labels).clone()
+}
+
+fn add(counter: &Counter, now: u64, before: u64) {
+    let delta = now.saturating_sub(before);
+    if delta > 0 {
+        counter.inc_by(delta);
+    }
+}
+
+fn add_all(counters: &[Counter], now: &[u64], before: &[u64]) {
+    for ((c, n), b) in counters.iter().zip(now).zip(before) {
+        add(c, *n, *b);
+    }
+}
+
+fn gauge(g: &Gauge, v: u64) {
+    g.set(i64::try_from(v).unwrap_or(i64::MAX));
+}
+
+impl WorkerMetrics {
+    /// Publishes `now`, given what was published last time (`before`).
+    pub fn publish(&self, now: &WorkerSnapshot, before: &WorkerSnapshot) {
+        add_all(&self.packets, &now.packets, &before.packets);
+        add_all(&self.bytes, &now.bytes, &before.bytes);
+        add_all(&self.drops, &now.drops, &before.drops);
+        gauge(&self.flows_active, now.flows_active);
+        gauge(&self.flows_tentative, now.flows_tentative);
+        add(&self.flows_created, now.flows_created, before.flows_created);
+        add(
+            &self.flows_established,
+            now.flows_established,
+            before.flows_established,
+        );
+        add_all(
+            &self.flows_expired,
+            &now.flows_expired,
+            &before.flows_expired,
+        );
+        add_all(&self.recv_batches, &now.recv_batches, &before.recv_batches);
+        add_all(
+            &self.recv_datagrams,
+            &now.recv_datagrams,
+            &before.recv_datagrams,
+        );
+        add_all(&self.send_batches, &now.send_batches, &before.send_batches);
+        add_all(
+            &self.send_datagrams,
+            &now.send_datagrams,
+            &before.send_datagrams,
+        );
+        add(&self.lookups, now.lookups, before.lookups);
+        add(
+            &self.routes_installed,
+            now.routes_installed,
+            before.routes_installed,
+        );
+        add(
+            &self.routes_rejected,
+            now.routes_rejected,
+            before.routes_rejected,
+        );
+        add_all(&self.queue_drops, &now.queue_drops, &before.queue_drops);
+    }
+}
+
+/// Metric handles of the route cache thread (updated directly: it is off the packet path).
+#[derive(Clone)]
+pub struct CacheMetrics {
+    /// Lookups that found a route.
+    pub hits: Counter,
+    /// Lookups that found nothing usable.
+    pub misses: Counter,
+    /// Routes written.
+    pub writes: Counter,
+    /// Connection and command errors.
+    pub errors: Counter,
+    /// 1 while connected.
+    pub connected: Gauge,
+    /// Answers dropped because a worker's queue was full.
+    pub answer_drops: Counter,
+}
+
+/// Serves `GET /metrics` on `listener`, one connection at a time, forever.
+pub fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        if let Err(e) = answer(stream, &metrics) {
+            tracing::debug!(error = %e, "metrics request failed");
+        }
+    }
+}
+
+fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    while len < buf.len() && !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf[len..])? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    let request = &buf[..len];
+    let path_ok = request.starts_with(b"GET /metrics ") || request.starts_with(b"GET /metrics?");
+    let (status, content_type, body) = if path_ok {
+        (
+            "200 OK",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.encode(),
+        )
+    } else {
+        ("404 Not Found", "text/plain", "try /metrics\n".to_owned())
+    };
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn published_deltas_add_up_to_the_worker_totals() {
+        let m = Metrics::new();
+        let w = m.worker(3);
+        let mut before = WorkerSnapshot::default();
+        let mut now = WorkerSnapshot::default();
+        now.packets[DIR_TO_CLIENT] = 5;
+        now.drops[DropReason::BadHint.index()] = 7;
+        now.flows_active = 2;
+        w.publish(&now, &before);
+        before = now.clone();
+        now.packets[DIR_TO_CLIENT] = 9;
+        now.flows_active = 1;
+        w.publish(&now, &before);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "voxgate_relay_packets_forwarded_total{worker=\"3\",direction=\"to_client\"} 9"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("voxgate_relay_drops_total{worker=\"3\",reason=\"bad_hint\"} 7"));
+        assert!(text.contains("voxgate_relay_flows_active{worker=\"3\"} 1"));
+    }
+
+    #[test]
+    fn every_drop_reason_is_exposed_from_the_start() {
+        let m = Metrics::new();
+        let _w = m.worker(0);
+        let text = m.encode();
+        for r in DropReason::ALL {
+            let needle = format!("reason=\"{}\"}} 0", r.as_str());
+            assert!(text.contains(&needle), "{needle}");
+        }
+    }
+}

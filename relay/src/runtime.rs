@@ -1,0 +1,173 @@
+//! Starting and stopping the relay's threads: the workers, the route cache, the metrics
+//! endpoint. Nothing here is on the packet path.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use mio::Waker;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::route_cache::{self, CacheError, RouteCache, WorkerLink};
+use crate::worker::{self, CacheLink, WorkerSetup};
+
+/// Why the relay could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Binding or creating a socket, poll or thread failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: io::Error,
+    },
+    /// The route cache configuration is unusable.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+}
+
+fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> StartError {
+    move |source| StartError::Io { what, source }
+}
+
+/// A running relay.
+pub struct Relay {
+    /// Public address every worker listens on.
+    pub public_addr: SocketAddr,
+    /// Internal address of each worker.
+    pub internal_addrs: Vec<SocketAddr>,
+    /// Address of the metrics endpoint.
+    pub metrics_addr: SocketAddr,
+    shutdown: Arc<AtomicBool>,
+    wakers: Vec<Arc<Waker>>,
+    workers: Vec<JoinHandle<io::Result<()>>>,
+    cache: Option<JoinHandle<()>>,
+}
+
+impl Relay {
+    /// Binds every socket, then starts the threads.
+    pub fn start(cfg: Config) -> Result<Self, StartError> {
+        let metrics = Arc::new(Metrics::new());
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let sockets = worker::bind_sockets(&cfg).map_err(io_err("binding UDP sockets"))?;
+        let public_addr = sockets[0]
+            .public
+            .local_addr()
+            .map_err(io_err("reading the public address"))?;
+        let internal_addrs = sockets
+            .iter()
+            .map(|s| s.internal.local_addr())
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(io_err("reading the internal addresses"))?;
+        let listener = TcpListener::bind(cfg.metrics_listen)
+            .map_err(io_err("binding the metrics endpoint"))?;
+        let metrics_addr = listener
+            .local_addr()
+            .map_err(io_err("reading the metrics address"))?;
+
+        let mut polls = Vec::with_capacity(cfg.workers);
+        let mut wakers = Vec::with_capacity(cfg.workers);
+        for _ in 0..cfg.workers {
+            let (poll, waker) = worker::poll_with_waker().map_err(io_err("creating a poll"))?;
+            polls.push(poll);
+            wakers.push(waker);
+        }
+
+        // The route cache: one request queue shared by the workers, one answer queue each.
+        let mut links: Vec<Option<CacheLink>> = (0..cfg.workers).map(|_| None).collect();
+        let mut cache = None;
+        if let Some(url) = &cfg.redis {
+            let (req_tx, req_rx) = crossbeam_channel::bounded(route_cache::REQUEST_QUEUE);
+            let mut worker_links = Vec::with_capacity(cfg.workers);
+            for (link, waker) in links.iter_mut().zip(&wakers) {
+                let (ans_tx, ans_rx) = crossbeam_channel::bounded(route_cache::ANSWER_QUEUE);
+                *link = Some(CacheLink {
+                    requests: req_tx.clone(),
+                    answers: ans_rx,
+                });
+                worker_links.push(WorkerLink {
+                    answers: ans_tx,
+                    waker: Arc::clone(waker),
+                });
+            }
+            let rc = RouteCache::new(
+                url.expose(),
+                cfg.route_ttl,
+                req_rx,
+                worker_links,
+                metrics.cache(),
+                Arc::clone(&shutdown),
+            )?;
+            cache = Some(
+                std::thread::Builder::new()
+                    .name("route-cache".into())
+                    .spawn(move || rc.run())
+                    .map_err(io_err("spawning the route cache"))?,
+            );
+        }
+
+        let metrics_for_http = Arc::clone(&metrics);
+        std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || crate::metrics::serve(listener, metrics_for_http))
+            .map_err(io_err("spawning the metrics endpoint"))?;
+
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let mut workers = Vec::with_capacity(cfg.workers);
+        for (id, ((sockets, poll), cache)) in sockets.into_iter().zip(polls).zip(links).enumerate()
+        {
+            let setup = WorkerSetup {
+                id,
+                core: (!cores.is_empty()).then(|| cores[id % cores.len()]),
+                sockets,
+                poll,
+                routing: cfg.routing.clone(),
+                cache,
+                metrics: metrics.worker(id),
+                publish_every: cfg.metrics_interval,
+                shutdown: Arc::clone(&shutdown),
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("relay-worker-{id}"))
+                .spawn(move || {
+                    let id = setup.id;
+                    let result = worker::run(setup);
+                    if let Err(e) = &result {
+                        tracing::error!(worker = id, error = %e, "worker stopped");
+                    }
+                    result
+                })
+                .map_err(io_err("spawning a worker"))?;
+            workers.push(handle);
+        }
+
+        Ok(Self {
+            public_addr,
+            internal_addrs,
+            metrics_addr,
+            shutdown,
+            wakers,
+            workers,
+            cache,
+        })
+    }
+
+    /// Asks every thread to stop and waits for the workers and the route cache (each worker
+    /// publishes its counters one last time). The metrics thread dies with the process.
+    pub fn stop(self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        for waker in &self.wakers {
+            let _ = waker.wake();
+        }
+        for handle in self.workers {
+            let _ = handle.join();
+        }
+        if let Some(cache) = self.cache {
+            let _ = cache.join();
+        }
+    }
+}
