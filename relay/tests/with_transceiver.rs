@@ -1,0 +1,399 @@
+//! The relay in front of the real transceiver, with real WebRTC clients (testkit, headless
+//! Chromium), the echo-bot backend for audio back, and a real Redis.
+//!
+//! The `transceiver` and `echo-bot` binaries are the workspace's own, built next to `relay`
+//! (`cargo build --workspace --bins`; cargo-nextest builds them with the tests).
+
+mod common;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{
+    free_tcp_port, free_udp_range, relay_bin, Redis, RelayPorts, RelayProcess, FLEET_KEY_HEX,
+};
+use voxgate_testkit::{Fleet, SessionConfig};
+
+fn sibling_bin(name: &str) -> PathBuf {
+    let p = relay_bin().parent().unwrap().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` (scripts/test does)",
+        p.display()
+    );
+    p
+}
+
+/// A child process killed on drop, its output in a log file.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command, tag: &str) -> Proc {
+        let log = std::env::temp_dir().join(format!(
+            "voxgate-relay-e2e-{tag}-{}.log",
+            rand::random::<u32>()
+        ));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(file.try_clone().unwrap()))
+            .stderr(Stdio::from(file))
+            .spawn()
+            .expect("spawn");
+        Proc { child, log }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Transceiver {
+    proc: Proc,
+    signal_url: String,
+    grpc: String,
+}
+
+/// A transceiver whose answers advertise `advertise` (the relay) and whose hints carry
+/// `cluster_id`, with the test fleet key.
+fn start_transceiver(advertise: SocketAddr, cluster_id: u32, loops: u16) -> Transceiver {
+    let signal = free_tcp_port();
+    let grpc = free_tcp_port();
+    let media_base = free_udp_range(loops);
+    let proc = Proc::spawn(
+        Command::new(sibling_bin("transceiver"))
+            .args(["--signal-listen", &format!("127.0.0.1:{signal}")])
+            .args(["--media-listen", &format!("127.0.0.1:{media_base}")])
+            .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
+            .args(["--loops", &loops.to_string(), "--no-pin"])
+            .args(["--advertise", &advertise.to_string()])
+            .args(["--cluster-id", &cluster_id.to_string()])
+            .env("VOXGATE_FLEET_KEY", FLEET_KEY_HEX),
+        "transceiver",
+    );
+    let url = format!("http://127.0.0.1:{signal}");
+    let ok = common::eventually(Duration::from_secs(10), || {
+        reqwest::blocking::get(format!("{url}/healthz")).is_ok_and(|r| r.status() == 200)
+    });
+    assert!(ok, "transceiver did not start:\n{}", proc.log_text());
+    Transceiver {
+        proc,
+        signal_url: url,
+        grpc: format!("127.0.0.1:{grpc}"),
+    }
+}
+
+fn start_echo_bot(t: &Transceiver) -> Proc {
+    let bot = Proc::spawn(
+        Command::new(sibling_bin("echo-bot"))
+            .args(["--transceiver", &t.grpc, "--capacity", "100"])
+            .args(["--silence-ms", "300"]),
+        "echo-bot",
+    );
+    let ok = common::eventually(Duration::from_secs(10), || {
+        bot.log_text().contains("registered")
+    });
+    assert!(ok, "echo-bot did not register:\n{}", bot.log_text());
+    bot
+}
+
+fn session_json(t: &Transceiver, location: &str) -> serde_json::Value {
+    reqwest::blocking::get(format!("{}{location}", t.signal_url))
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+fn audio_in(t: &Transceiver, location: &str) -> u64 {
+    session_json(t, location)["counters"]["audio_packets_in"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn caller(t: &Transceiver, tone: f32, send_for: Duration) -> SessionConfig {
+    SessionConfig {
+        base_url: t.signal_url.clone(),
+        tone_hz: tone,
+        send_for,
+        data_channel: false,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
+    let ports = RelayPorts::new(2);
+    let relay = RelayProcess::start(&ports, 2, &[]);
+    let t = start_transceiver(relay.public, 0, 2);
+    let _bot = start_echo_bot(&t);
+    let mut fleet = Fleet::new().unwrap();
+    for i in 0..50 {
+        // One second of tone, then silence: the echo bot answers each caller.
+        fleet
+            .open(caller(&t, 300.0 + 10.0 * i as f32, Duration::from_secs(1)))
+            .unwrap();
+    }
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(20), |f| f
+            .all_connected()),
+        "{}/50 connected\n{}",
+        fleet.connected_count(),
+        t.proc.log_text()
+    );
+    let echoed = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
+        (0..f.len()).all(|i| f.report(i).audio_packets_received >= 25)
+    });
+    assert!(echoed, "not every caller heard its echo");
+    let mut loops = HashSet::new();
+    for i in 0..fleet.len() {
+        let r = fleet.report(i);
+        assert!(
+            r.audio_packets_sent >= 45,
+            "{i}: sent {}",
+            r.audio_packets_sent
+        );
+        // The client only ever talked to the relay's public port.
+        let seen: HashSet<SocketAddr> = fleet.session(i).remote_addrs_seen().clone();
+        assert_eq!(seen, HashSet::from([relay.public]), "client {i}");
+        // The transceiver saw the true client address, through the relay.
+        let snap = session_json(&t, &r.location);
+        assert_eq!(
+            snap["client_addrs"][0],
+            fleet.session(i).local_addr().to_string(),
+            "{snap}"
+        );
+        assert_eq!(snap["relays"].as_array().map(Vec::len), Some(1), "{snap}");
+        assert!(snap["counters"]["audio_packets_in"].as_u64().unwrap() >= 45);
+        loops.insert(snap["loop"].as_u64().unwrap());
+    }
+    assert_eq!(loops.len(), 2, "sessions on both loops");
+    // Both relay workers carried flows, and nothing was dropped as unroutable.
+    let text = relay.scrape();
+    for w in ["0", "1"] {
+        assert!(
+            common::metric_sum(&text, "voxgate_relay_flows_created_total", &[("worker", w)]) > 0.0,
+            "worker {w} created no flow:\n{text}"
+        );
+    }
+    for reason in ["bad_hint", "unknown_flow", "spoofed_return"] {
+        assert_eq!(
+            common::metric_sum(&text, "voxgate_relay_drops_total", &[("reason", reason)]),
+            0.0,
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn two_tier_cluster_a_relay_forwards_to_cluster_b_relay_and_back() {
+    let ports_a = RelayPorts::new(1);
+    let ports_b = RelayPorts::new(1);
+    let a_public: SocketAddr = ([127, 0, 0, 1], ports_a.public).into();
+    let b_public: SocketAddr = ([127, 0, 0, 1], ports_b.public).into();
+    let relay_a = RelayProcess::start(
+        &ports_a,
+        1,
+        &[
+            "--cluster-id",
+            "1",
+            "--peer-cluster",
+            &format!("2={b_public}"),
+        ],
+    );
+    let relay_b = RelayProcess::start(
+        &ports_b,
+        1,
+        &[
+            "--cluster-id",
+            "2",
+            "--peer-cluster",
+            &format!("1={a_public}"),
+        ],
+    );
+    // The transceiver lives in cluster 2 but its callers enter through cluster 1's relay.
+    let t = start_transceiver(relay_a.public, 2, 1);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(caller(&t, 500.0, Duration::from_secs(30)))
+        .unwrap();
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected()),
+        "two-tier session did not connect\nA:\n{}\nB:\n{}",
+        relay_a.log_text(),
+        relay_b.log_text()
+    );
+    fleet.run_for(Duration::from_secs(1));
+    let r = fleet.report(i);
+    assert!(audio_in(&t, &r.location) >= 40);
+    assert_eq!(
+        fleet.session(i).remote_addrs_seen().clone(),
+        HashSet::from([relay_a.public])
+    );
+    // Relay B received the flow from relay A, not from the client.
+    assert!(relay_b.metric("voxgate_relay_flows_created_total", &[]) >= 1.0);
+    let snap = session_json(&t, &r.location);
+    assert_eq!(
+        snap["client_addrs"][0],
+        fleet.session(i).local_addr().to_string()
+    );
+}
+
+/// Drives `fleet` until the server's audio counter for `location` grows past `base`;
+/// returns how long that took.
+fn time_until_media_resumes(
+    fleet: &mut Fleet,
+    t: &Transceiver,
+    location: &str,
+    limit: Duration,
+) -> Option<Duration> {
+    let start = Instant::now();
+    let base = audio_in(t, location);
+    while start.elapsed() < limit {
+        fleet.run_for(Duration::from_millis(20));
+        if audio_in(t, location) > base + 1 {
+            return Some(start.elapsed());
+        }
+    }
+    None
+}
+
+/// Kills the relay mid-session, starts a new one on the same ports, and measures how long
+/// the caller's media takes to reach the transceiver again.
+fn restart_gap(with_redis: bool) -> Duration {
+    let redis = with_redis.then(Redis::start);
+    let ports = RelayPorts::new(1);
+    let redis_args: Vec<String> = redis
+        .iter()
+        .flat_map(|r| ["--redis".to_string(), r.url()])
+        .collect();
+    let args: Vec<&str> = redis_args.iter().map(String::as_str).collect();
+    let mut relay = RelayProcess::start(&ports, 1, &args);
+    let t = start_transceiver(relay.public, 0, 1);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(caller(&t, 440.0, Duration::from_secs(120)))
+        .unwrap();
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    fleet.run_for(Duration::from_millis(1500));
+    let location = fleet.report(i).location;
+    if let Some(r) = &redis {
+        let route = r.get(&format!("voxgate:route:{}", fleet.session(i).local_addr()));
+        assert!(route.is_some(), "the relay cached the route in Redis");
+    }
+    relay.kill();
+    fleet.run_for(Duration::from_millis(500));
+    let _relay2 = RelayProcess::start(&ports, 1, &args);
+    let gap = time_until_media_resumes(&mut fleet, &t, &location, Duration::from_secs(15))
+        .expect("media resumed through the new relay");
+    assert!(fleet.session(i).is_connected(), "the session survived");
+    gap
+}
+
+#[test]
+fn relay_restart_with_redis_resumes_media_before_the_next_consent_check() {
+    let with_redis = restart_gap(true);
+    let without = restart_gap(false);
+    println!(
+        "media gap after a relay restart: {} ms with the Redis route, {} ms waiting for the next STUN check",
+        with_redis.as_millis(),
+        without.as_millis()
+    );
+    // With Redis the first media packet restores the flow; without, the next consent
+    // check (seconds away) has to.
+    assert!(
+        with_redis < Duration::from_millis(500),
+        "{} ms",
+        with_redis.as_millis()
+    );
+    assert!(with_redis < without, "Redis beat waiting for STUN");
+}
+
+#[test]
+fn redis_stopped_mid_run_does_not_disturb_existing_flows() {
+    let mut redis = Redis::start();
+    let ports = RelayPorts::new(1);
+    let relay = RelayProcess::start(&ports, 1, &["--redis", &redis.url()]);
+    let t = start_transceiver(relay.public, 0, 1);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(caller(&t, 440.0, Duration::from_secs(60)))
+        .unwrap();
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    fleet.run_for(Duration::from_secs(1));
+    let location = fleet.report(i).location;
+    redis.kill();
+    let before = audio_in(&t, &location);
+    fleet.run_for(Duration::from_secs(2));
+    let after = audio_in(&t, &location);
+    assert!(
+        after >= before + 90,
+        "forwarding stalled without Redis: {before} -> {after}"
+    );
+    assert!(fleet.session(i).is_connected());
+}
+
+#[test]
+fn chromium_connects_through_the_relay() {
+    let repo = relay_bin()
+        .ancestors()
+        .find(|p| p.join("tests/browser/chromium_session.mjs").exists())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
+    let script = repo.join("tests/browser/chromium_session.mjs");
+    assert!(
+        repo.join("tests/browser/node_modules/playwright-core")
+            .exists(),
+        "run scripts/setup first (playwright-core missing)"
+    );
+    let ports = RelayPorts::new(2);
+    let relay = RelayProcess::start(&ports, 2, &[]);
+    let t = start_transceiver(relay.public, 0, 2);
+    let out = Command::new("node")
+        .arg(&script)
+        .env("SIGNAL_URL", &t.signal_url)
+        .env("HOLD_MS", "3000")
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chromium through the relay failed:\n{stdout}\n{}\nrelay:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        relay.log_text()
+    );
+    let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap();
+    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert!(
+        report["server"]["counters"]["audio_packets_in"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(
+        report["server"]["relays"].as_array().map(Vec::len),
+        Some(1),
+        "the browser's media came through the relay: {line}"
+    );
+}
