@@ -641,6 +641,7 @@ impl Session {
                     .iter()
                     .filter_map(|p| p.via.map(|v| v.to_string()))
                     .collect();
+                r.sort();
                 r.dedup();
                 r
             },
