@@ -30,14 +30,7 @@ fn metrics(server: &ServerProcess) -> String {
 }
 
 fn wait_metric(server: &ServerProcess, name: &str, labels: &[&str], want: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let v = metric_sum(&metrics(server), name, labels);
-        if v == want || Instant::now() > deadline {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_metric_for(server, name, labels, want, Duration::from_secs(10))
 }
 
 #[test]
@@ -300,4 +293,55 @@ fn drain_timeout_ends_remaining_sessions_with_a_reason_sent_to_the_client() {
         "{messages:?}"
     );
     assert!(server.stop().unwrap().success());
+}
+
+#[test]
+fn a_vanished_client_is_ended_by_ice_consent_loss() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(client(&server, 0, Duration::from_secs(60)))
+        .unwrap();
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    fleet.run_for(Duration::from_millis(500));
+    // The client goes silent without a goodbye (a closed laptop lid, a lost network).
+    let t0 = Instant::now();
+    fleet.abandon(i);
+    let ended = wait_metric_for(
+        &server,
+        "voxgate_sessions_ended_total",
+        &["reason=\"ice_disconnected\""],
+        1,
+        Duration::from_secs(40),
+    );
+    assert_eq!(ended, 1, "{}", server.log_tail(20));
+    println!(
+        "consent loss detected after {} ms",
+        t0.elapsed().as_millis()
+    );
+    assert_eq!(wait_metric(&server, "voxgate_sessions_active", &[], 0), 0);
+    assert_eq!(
+        http_get(&server.url(&fleet.report(i).location), None).status,
+        404
+    );
+}
+
+fn wait_metric_for(
+    server: &ServerProcess,
+    name: &str,
+    labels: &[&str],
+    want: u64,
+    limit: Duration,
+) -> u64 {
+    let deadline = Instant::now() + limit;
+    loop {
+        let v = metric_sum(&metrics(server), name, labels);
+        if v == want || Instant::now() > deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
