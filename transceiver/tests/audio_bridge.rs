@@ -529,3 +529,87 @@ fn opus_passthrough_carries_raw_opus_both_ways() {
     assert!((hz - 1200.0).abs() <= 10.0, "caller heard {hz} Hz");
     assert_eq!(fleet.report(i).audio_packets_received, 75);
 }
+
+#[test]
+fn grpc_requires_the_bearer_token_when_configured() {
+    use voxgate_proto::bridge::bridge_client::BridgeClient;
+    use voxgate_proto::bridge::TapRequest;
+    let server = ServerProcess::start(&["--loops", "1", "--grpc-token", "s3cret"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = BridgeClient::connect(server.grpc_url.clone())
+            .await
+            .unwrap();
+        let refused = client
+            .tap(TapRequest {
+                session_id: "0123456789abcdef0123456789abcdef".into(),
+                sample_rate_hz: 0,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        let mut req = tonic::Request::new(TapRequest {
+            session_id: "0123456789abcdef0123456789abcdef".into(),
+            sample_rate_hz: 0,
+        });
+        req.metadata_mut()
+            .insert("authorization", "Bearer s3cret".parse().unwrap());
+        // Authorized, and precise about what is wrong: no such session.
+        let status = client.tap(req).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::NotFound);
+    });
+}
+
+#[test]
+fn a_backend_can_attach_to_a_known_session_without_dispatch_but_not_steal_it() {
+    use voxgate_proto::bridge::bridge_client::BridgeClient;
+    use voxgate_proto::bridge::{downlink, uplink, Attach, AudioMode, Downlink};
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(client(&server, 800.0, Duration::from_secs(30)))
+        .unwrap();
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    let id = fleet.report(i).session_id;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let attach = |id: String| Downlink {
+        kind: Some(downlink::Kind::Attach(Attach {
+            session_id: id,
+            worker_id: String::new(),
+            sample_rate_hz: 16_000,
+            mode: AudioMode::Pcm as i32,
+            progress_interval_ms: 0,
+        })),
+    };
+    let (first, _keep) = rt.block_on(async {
+        let mut client = BridgeClient::connect(server.grpc_url.clone())
+            .await
+            .unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(attach(id.clone())).await.unwrap();
+        let mut up = client
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .expect("direct attach to an unowned session")
+            .into_inner();
+        let first = up.message().await.unwrap().unwrap();
+        // A second owner is refused while the first is attached.
+        let (tx2, rx2) = tokio::sync::mpsc::channel(4);
+        tx2.send(attach(id.clone())).await.unwrap();
+        let err = client
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx2))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+        (first, (tx, up))
+    });
+    assert!(
+        matches!(first.kind, Some(uplink::Kind::Event(ref e)) if e.kind == 1),
+        "ATTACHED first: {first:?}"
+    );
+    let snap = http_get(&server.url(&fleet.report(i).location), None).json();
+    assert_eq!(snap["backend_attached"], true);
+}
