@@ -53,6 +53,43 @@ fn session_index(fleet: &Fleet, id: &str) -> usize {
         .expect("session of this fleet")
 }
 
+/// One caller on a one-loop transceiver, owned by one backend worker, connected and attached.
+struct OneCall {
+    server: ServerProcess,
+    worker: TestWorker,
+    fleet: Fleet,
+    i: usize,
+    id: String,
+}
+
+fn one_call(
+    rate: u32,
+    mode: voxgate_proto::bridge::AudioMode,
+    tone_hz: f32,
+    tweak: impl FnOnce(SessionConfig) -> SessionConfig,
+) -> OneCall {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start_with_mode(&server.grpc_url, "w1", 4, rate, mode);
+    let mut fleet = Fleet::new().unwrap();
+    let cfg = tweak(client(&server, tone_hz, Duration::from_secs(30)));
+    let i = fleet.open(cfg).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 1
+    }));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    let id = fleet.report(i).session_id;
+    OneCall {
+        server,
+        worker,
+        fleet,
+        i,
+        id,
+    }
+}
+
 #[test]
 fn uplink_pcm_matches_each_callers_tone_for_20_sessions() {
     let server = ServerProcess::start(&["--loops", "2"]);
@@ -101,23 +138,18 @@ fn uplink_pcm_matches_each_callers_tone_for_20_sessions() {
 
 #[test]
 fn downlink_tone_reaches_the_caller_paced_at_20ms() {
-    let server = ServerProcess::start(&["--loops", "1"]);
-    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
-    let mut fleet = Fleet::new().unwrap();
-    let i = fleet
-        .open(SessionConfig {
+    let OneCall {
+        server: _server,
+        worker,
+        mut fleet,
+        i,
+        id,
+    } = one_call(48_000, voxgate_proto::bridge::AudioMode::Pcm, 440.0, |c| {
+        SessionConfig {
             amplitude: 0.0,
-            ..client(&server, 440.0, Duration::from_secs(30))
-        })
-        .unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
-        worker.attached().len() == 1
-    }));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .all_connected())
-    );
-    let id = fleet.report(i).session_id;
+            ..c
+        }
+    });
     // Two seconds of 880 Hz, sent at once: the transceiver must pace it, not burst it.
     worker.play(&id, &tone(880.0, 2.0, 48_000), "reply-1");
     fleet.run_for(Duration::from_millis(2600));
@@ -157,20 +189,13 @@ fn downlink_tone_reaches_the_caller_paced_at_20ms() {
 
 #[test]
 fn clear_stops_audio_within_40ms_and_reports_played_time() {
-    let server = ServerProcess::start(&["--loops", "1"]);
-    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 16_000);
-    let mut fleet = Fleet::new().unwrap();
-    let i = fleet
-        .open(client(&server, 440.0, Duration::from_secs(30)))
-        .unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
-        worker.attached().len() == 1
-    }));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .all_connected())
-    );
-    let id = fleet.report(i).session_id;
+    let OneCall {
+        server: _server,
+        worker,
+        mut fleet,
+        i,
+        id,
+    } = one_call(16_000, voxgate_proto::bridge::AudioMode::Pcm, 440.0, |c| c);
     worker.play(&id, &tone(600.0, 5.0, 16_000), "long-answer");
     fleet.run_for(Duration::from_millis(1000));
     let cleared_at = worker.clear(&id);
@@ -295,16 +320,13 @@ fn dispatch_spreads_by_load_waits_when_full_and_redispatches_lost_sessions() {
 
 #[test]
 fn tap_receives_the_same_uplink_as_the_owner() {
-    let server = ServerProcess::start(&["--loops", "1"]);
-    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
-    let mut fleet = Fleet::new().unwrap();
-    let i = fleet
-        .open(client(&server, 700.0, Duration::from_secs(30)))
-        .unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
-        worker.attached().len() == 1
-    }));
-    let id = fleet.report(i).session_id;
+    let OneCall {
+        server,
+        worker,
+        mut fleet,
+        i,
+        id,
+    } = one_call(48_000, voxgate_proto::bridge::AudioMode::Pcm, 700.0, |c| c);
     let tap = TestTap::start(&server.grpc_url, &id);
     fleet.run_for(Duration::from_secs(2));
     let owner = worker.session(&id).unwrap();
@@ -408,21 +430,13 @@ fn stalled_backend_costs_only_its_own_frames() {
 
 #[test]
 fn backend_data_messages_and_hangup_reach_the_caller() {
-    let server = ServerProcess::start(&["--loops", "1"]);
-    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
-    let mut fleet = Fleet::new().unwrap();
-    let i = fleet
-        .open(client(&server, 440.0, Duration::from_secs(30)))
-        .unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
-        worker.attached().len() == 1
-    }));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .session(i)
-            .channel_open())
-    );
-    let id = fleet.report(i).session_id;
+    let OneCall {
+        server,
+        worker,
+        mut fleet,
+        i,
+        id,
+    } = one_call(48_000, voxgate_proto::bridge::AudioMode::Pcm, 440.0, |c| c);
     fleet.send_channel_text(i, r#"{"type":"hello"}"#).unwrap();
     assert!(drive_until(&mut fleet, Duration::from_secs(5), || {
         worker
@@ -518,7 +532,14 @@ fn opus_passthrough_carries_raw_opus_both_ways() {
             fleet.run_for(Duration::from_millis(1));
         }
     }
-    fleet.run_for(Duration::from_millis(2000));
+    let all = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
+        f.report(i).audio_packets_received >= 75
+    });
+    assert!(
+        all,
+        "caller got {} of 75 packets",
+        fleet.report(i).audio_packets_received
+    );
     let heard = fleet.session(i).received_pcm();
     assert!(
         heard.len() >= 48_000,
