@@ -26,7 +26,8 @@
 //! Flows of another cluster go to that cluster's relay with the header (the global tier):
 //! the same binary receives them on its public port, from configured peers only.
 
-pub mod batch_io;
+/// Batched UDP I/O, shared with the transceiver (crate `voxgate-udp-batch`).
+pub use voxgate_udp_batch as batch_io;
 pub mod config;
 pub mod flow_table;
 pub mod metrics;

@@ -23,6 +23,7 @@ use voxgate_proto::relay_header::{is_relay_framed, Direction, RelayHeader, MAX_H
 use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 
 use voxgate_proto::bridge::Uplink;
+use voxgate_udp_batch::{RecvBatch, SendBatch};
 
 use crate::audio_bridge::{BridgeError, OwnerEndpoints};
 use crate::demux::{Demux, SessionKey};
@@ -35,6 +36,8 @@ const WAKER: Token = Token(1);
 /// Larger than any WebRTC datagram; a datagram that fills it was truncated.
 const RECV_BUF: usize = 2048;
 const COMMAND_QUEUE: usize = 1024;
+/// Datagrams per `recvmmsg` / `sendmmsg`.
+const BATCH: usize = 32;
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;
 /// Longest a loop keeps running after shutdown to flush its sessions' goodbyes.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
@@ -150,21 +153,8 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
     let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
     let index = spec.index;
     let core = spec.core;
-    let mut media_loop = MediaLoop {
-        index,
-        poll,
-        socket,
-        commands: rx,
-        events: spec.events,
-        metrics: spec.metrics,
-        counters: LoopCounters::default(),
-        sessions: Slab::new(),
-        ids: HashMap::new(),
-        demux: Demux::default(),
-        timers: Timers::default(),
-        buf: vec![0u8; RECV_BUF].into_boxed_slice(),
-        send_buf: vec![0u8; RECV_BUF + MAX_HEADER_LEN].into_boxed_slice(),
-    };
+    let events = spec.events;
+    let metrics = spec.metrics;
     let thread = std::thread::Builder::new()
         .name(format!("media-loop-{index}"))
         .spawn(move || {
@@ -173,6 +163,22 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                     tracing::warn!(loop_index = index, "could not pin media loop to a core");
                 }
             }
+            // Built on its own thread: the batch buffers hold raw pointers (not Send).
+            let mut media_loop = MediaLoop {
+                index,
+                poll,
+                socket,
+                commands: rx,
+                events,
+                metrics,
+                counters: LoopCounters::default(),
+                sessions: Slab::new(),
+                ids: HashMap::new(),
+                demux: Demux::default(),
+                timers: Timers::default(),
+                recv_batch: Some(RecvBatch::new(BATCH, RECV_BUF)),
+                send_batch: SendBatch::new(BATCH, RECV_BUF + MAX_HEADER_LEN, local_addr.is_ipv6()),
+            };
             tracing::info!(loop_index = index, %local_addr, "media loop started");
             media_loop.run();
             tracing::info!(loop_index = index, "media loop stopped");
@@ -211,9 +217,10 @@ struct MediaLoop {
     ids: HashMap<SessionId, SessionKey>,
     demux: Demux,
     timers: Timers,
-    buf: Box<[u8]>,
-    /// Scratch for relay-framed sends: header + datagram, reused (no allocation per packet).
-    send_buf: Box<[u8]>,
+    /// Preallocated `recvmmsg` slots (taken while a batch is processed).
+    recv_batch: Option<RecvBatch>,
+    /// Transmits of the current wakeup, sent with `sendmmsg`.
+    send_batch: SendBatch,
 }
 
 impl MediaLoop {
@@ -245,6 +252,7 @@ impl MediaLoop {
                 shutdown_by = Some(Instant::now() + SHUTDOWN_GRACE);
             }
             self.run_timers(Instant::now());
+            self.flush_sends();
             self.metrics
                 .publish(&mut self.counters, self.sessions.len());
             if shutdown_by.is_some_and(|t| self.sessions.is_empty() || Instant::now() >= t) {
@@ -255,30 +263,42 @@ impl MediaLoop {
             .publish(&mut self.counters, self.sessions.len());
     }
 
-    /// Reads until the socket is empty (mio is edge-triggered).
+    /// Reads until the socket is empty (mio is edge-triggered), a batch per system call, and
+    /// sends what the batch produced in one `sendmmsg`.
     fn read_socket(&mut self) {
-        let mut buf = std::mem::take(&mut self.buf);
+        let Some(mut batch) = self.recv_batch.take() else {
+            return;
+        };
         loop {
-            match self.socket.recv_from(&mut buf) {
-                Ok((n, source)) => {
+            match batch.recv(&self.socket) {
+                Ok(0) => break,
+                Ok(_) => {
                     let now = Instant::now();
-                    self.counters.datagrams_in += 1;
-                    self.counters.bytes_in += n as u64;
-                    if n == buf.len() {
-                        self.counters.drop(DropReason::Oversize);
-                        continue;
+                    for r in batch.iter() {
+                        self.counters.datagrams_in += 1;
+                        self.counters.bytes_in += r.bytes.len() as u64;
+                        if r.truncated {
+                            self.counters.drop(DropReason::Oversize);
+                            continue;
+                        }
+                        self.on_datagram(now, r.from, r.bytes);
                     }
-                    self.on_datagram(now, source, &buf[..n]);
+                    self.flush_sends();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // ICMP-induced errors on a shared socket say nothing about other sessions.
+                    // ICMP-induced errors on a shared socket say nothing about other sessions;
+                    // each is reported once, so reading on is safe.
                     tracing::debug!(loop_index = self.index, error = %e, "recv error");
                 }
             }
         }
-        self.buf = buf;
+        self.recv_batch = Some(batch);
+    }
+
+    /// Sends every queued datagram in one system call (or as few as the kernel allows).
+    fn flush_sends(&mut self) {
+        flush(&mut self.send_batch, &self.socket, &mut self.counters);
     }
 
     fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
@@ -379,16 +399,13 @@ impl MediaLoop {
         };
         let socket = &self.socket;
         let counters = &mut self.counters;
-        let send_buf = &mut self.send_buf;
+        let batch = &mut self.send_batch;
         let mut authenticated = false;
         let next = session.poll(now, &mut |t: &Transmit, via: Option<SocketAddr>| {
             if Some(t.destination) == probe && is_binding_success(&t.contents) {
                 authenticated = true;
             }
-            match via {
-                None => send_to(socket, counters, &t.contents, t.destination),
-                Some(relay) => send_via_relay(socket, counters, send_buf, t, relay),
-            }
+            queue_send(batch, socket, counters, t, via);
         });
         let deltas = session.take_bridge_deltas();
         self.counters.bridge.add(&deltas);
@@ -561,43 +578,54 @@ impl MediaLoop {
     }
 }
 
-/// Frames a transmit for the relay that carried the client's traffic: header (client address)
-/// then the datagram, in the loop's reusable buffer.
-fn send_via_relay(
+/// Queues a transmit: directly to the client, or framed (relay header with the client address)
+/// to the relay that carried the client's traffic. A full batch is flushed first.
+fn queue_send(
+    batch: &mut SendBatch,
     socket: &UdpSocket,
     counters: &mut LoopCounters,
-    send_buf: &mut [u8],
     t: &Transmit,
-    relay: SocketAddr,
+    via: Option<SocketAddr>,
 ) {
-    let header = RelayHeader {
-        direction: Direction::ToClient,
-        client: t.destination,
+    let mut header = [0u8; MAX_HEADER_LEN];
+    let (to, prefix) = match via {
+        None => (t.destination, &header[..0]),
+        Some(relay) => {
+            let h = RelayHeader {
+                direction: Direction::ToClient,
+                client: t.destination,
+            };
+            match h.encode(&mut header) {
+                Ok(n) => (relay, &header[..n]),
+                Err(_) => {
+                    counters.send_errors += 1;
+                    return;
+                }
+            }
+        }
     };
-    let Ok(n) = header.encode(send_buf) else {
+    if batch.is_full() {
+        flush(batch, socket, counters);
+    }
+    if batch.push(to, prefix, &t.contents, 0).is_err() {
         counters.send_errors += 1;
-        return;
-    };
-    let Some(body) = send_buf.get_mut(n..n + t.contents.len()) else {
-        counters.send_errors += 1;
-        return;
-    };
-    body.copy_from_slice(&t.contents);
-    let total = n + t.contents.len();
-    // Split borrow: the framed datagram is the prefix of the scratch buffer.
-    let framed = &send_buf[..total];
-    send_to(socket, counters, framed, relay);
+    }
 }
 
-fn send_to(socket: &UdpSocket, counters: &mut LoopCounters, bytes: &[u8], to: SocketAddr) {
-    match socket.send_to(bytes, to) {
-        Ok(n) => {
-            counters.datagrams_out += 1;
-            counters.bytes_out += n as u64;
-        }
-        // A full socket buffer loses this datagram; SRTP and ICE recover, and we count it.
-        Err(_) => counters.send_errors += 1,
+fn flush(batch: &mut SendBatch, socket: &UdpSocket, counters: &mut LoopCounters) {
+    if batch.is_empty() {
+        return;
     }
+    let mut sent = 0u64;
+    let mut bytes = 0u64;
+    let losses = batch.flush(socket, |_, n| {
+        sent += 1;
+        bytes += n as u64;
+    });
+    counters.datagrams_out += sent;
+    counters.bytes_out += bytes;
+    // A full socket buffer loses datagrams; SRTP and ICE recover, and we count them.
+    counters.send_errors += losses.buffer_full + losses.failed;
 }
 
 /// STUN Binding success response (type 0x0101).
