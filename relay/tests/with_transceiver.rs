@@ -155,10 +155,13 @@ fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
         fleet.connected_count(),
         t.proc.log_text()
     );
-    let echoed = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
+    let echoed = fleet.run_until(Instant::now() + Duration::from_secs(20), |f| {
         (0..f.len()).all(|i| f.report(i).audio_packets_received >= 25)
     });
-    assert!(echoed, "not every caller heard its echo");
+    let deaf: Vec<usize> = (0..fleet.len())
+        .filter(|i| fleet.report(*i).audio_packets_received < 25)
+        .collect();
+    assert!(echoed, "callers without their echo: {deaf:?}");
     let mut loops = HashSet::new();
     for i in 0..fleet.len() {
         let r = fleet.report(i);
