@@ -101,6 +101,39 @@ impl BridgeCounters {
     }
 }
 
+/// Upper bounds (µs) of the hand-off latency buckets: socket arrival → frame in the backend
+/// streams' queues. The last bucket is +Inf.
+pub const HANDOFF_BUCKETS_US: [u64; 10] =
+    [25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000];
+
+/// A histogram counted in plain integers on the loop, published in bulk (no atomics per frame).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct HandoffHistogram {
+    pub buckets: [u64; HANDOFF_BUCKETS_US.len() + 1],
+    pub sum_us: u64,
+    pub count: u64,
+}
+
+impl HandoffHistogram {
+    pub fn observe(&mut self, us: u64) {
+        let i = HANDOFF_BUCKETS_US
+            .iter()
+            .position(|b| us <= *b)
+            .unwrap_or(HANDOFF_BUCKETS_US.len());
+        self.buckets[i] += 1;
+        self.sum_us += us;
+        self.count += 1;
+    }
+
+    pub fn add(&mut self, other: &HandoffHistogram) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *a += b;
+        }
+        self.sum_us += other.sum_us;
+        self.count += other.count;
+    }
+}
+
 /// Something the session must do with its `Rtc` on behalf of the backend.
 #[derive(Debug)]
 pub enum BridgeAction {
@@ -140,6 +173,8 @@ pub struct AudioBridge {
     next_tick: Option<Instant>,
     connected: bool,
     counters: BridgeCounters,
+    /// Hand-off latencies since the loop last took them.
+    handoff: HandoffHistogram,
     clock: WallClock,
 }
 
@@ -169,12 +204,18 @@ impl AudioBridge {
             next_tick: None,
             connected: false,
             counters: BridgeCounters::default(),
+            handoff: HandoffHistogram::default(),
             clock: WallClock::new(now),
         }
     }
 
     pub fn counters(&self) -> &BridgeCounters {
         &self.counters
+    }
+
+    /// The hand-off latencies observed since the last call.
+    pub fn take_handoff(&mut self) -> HandoffHistogram {
+        std::mem::take(&mut self.handoff)
     }
 
     pub fn has_owner(&self) -> bool {
@@ -358,6 +399,7 @@ impl AudioBridge {
                 })),
             };
             self.broadcast(msg);
+            self.handoff.observe(arrival.elapsed().as_micros() as u64);
             return;
         }
         if gap > 0 && gap <= MAX_CONCEALED_RUN {
@@ -370,6 +412,9 @@ impl AudioBridge {
             }
         }
         self.decode_and_send(data, false, rtp_ts, arrival_us, false);
+        // Socket arrival → frame queued for the backends (the media-latency target).
+        let us = arrival.elapsed().as_micros() as u64;
+        self.handoff.observe(us);
     }
 
     fn decode_and_send(

@@ -409,6 +409,8 @@ impl MediaLoop {
         });
         let deltas = session.take_bridge_deltas();
         self.counters.bridge.add(&deltas);
+        let handoff = session.bridge_mut().take_handoff();
+        self.counters.handoff.add(&handoff);
         if session.owner_lost {
             session.owner_lost = false;
             let _ = self

@@ -6,10 +6,68 @@
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::audio_bridge::{HandoffHistogram, HANDOFF_BUCKETS_US};
+
+/// A histogram the loop fills in bulk: it counts locally and adds whole bucket deltas at
+/// publish time, so observing a frame costs no atomic operation.
+#[derive(Debug, Clone, Default)]
+pub struct BulkHistogram {
+    inner: Arc<BulkInner>,
+}
+
+#[derive(Debug, Default)]
+struct BulkInner {
+    buckets: [AtomicU64; HANDOFF_BUCKETS_US.len() + 1],
+    sum_us: AtomicU64,
+    count: AtomicU64,
+}
+
+impl BulkHistogram {
+    fn add(&self, h: &HandoffHistogram) {
+        if h.count == 0 {
+            return;
+        }
+        for (a, b) in self.inner.buckets.iter().zip(h.buckets.iter()) {
+            a.fetch_add(*b, Ordering::Relaxed);
+        }
+        self.inner.sum_us.fetch_add(h.sum_us, Ordering::Relaxed);
+        self.inner.count.fetch_add(h.count, Ordering::Relaxed);
+    }
+}
+
+impl TypedMetric for BulkHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for BulkHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let buckets: Vec<(f64, u64)> = HANDOFF_BUCKETS_US
+            .iter()
+            .map(|us| *us as f64 / 1e6)
+            .chain(std::iter::once(f64::MAX)) // the encoder writes f64::MAX as le="+Inf"
+            .zip(self.inner.buckets.iter().map(|b| b.load(Ordering::Relaxed)))
+            .collect();
+        encoder.encode_histogram::<NoLabelSet>(
+            self.inner.sum_us.load(Ordering::Relaxed) as f64 / 1e6,
+            self.inner.count.load(Ordering::Relaxed),
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
 
 /// Why a media loop dropped a datagram without handing it to a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +152,7 @@ pub struct Metrics {
     uplink_dropped: Family<LoopLabel, Counter>,
     downlink_frames: Family<LoopLabel, Counter>,
     tap_dropped: Family<LoopLabel, Counter>,
+    handoff: Family<LoopLabel, BulkHistogram>,
     backend_workers: Gauge,
     dispatch_queued: Gauge,
     dispatches: Counter,
@@ -125,6 +184,7 @@ impl Metrics {
             uplink_dropped: Family::default(),
             downlink_frames: Family::default(),
             tap_dropped: Family::default(),
+            handoff: Family::default(),
             backend_workers: Gauge::default(),
             dispatch_queued: Gauge::default(),
             dispatches: Counter::default(),
@@ -211,6 +271,11 @@ impl Metrics {
             m.tap_dropped.clone(),
         );
         registry.register(
+            "bridge_uplink_handoff_seconds",
+            "Socket arrival of a caller's Opus packet to its PCM frame queued for the backends",
+            m.handoff.clone(),
+        );
+        registry.register(
             "backend_workers",
             "Backend workers subscribed over gRPC",
             m.backend_workers.clone(),
@@ -255,6 +320,7 @@ impl Metrics {
             uplink_dropped: self.uplink_dropped.get_or_create(&l).clone(),
             downlink_frames: self.downlink_frames.get_or_create(&l).clone(),
             tap_dropped: self.tap_dropped.get_or_create(&l).clone(),
+            handoff: self.handoff.get_or_create(&l).clone(),
         }
     }
 
@@ -308,6 +374,7 @@ pub struct LoopCounters {
     pub wakeups: u64,
     pub drops: [u64; DropReason::ALL.len()],
     pub bridge: crate::audio_bridge::BridgeCounters,
+    pub handoff: HandoffHistogram,
 }
 
 impl LoopCounters {
@@ -335,6 +402,7 @@ pub struct LoopMetrics {
     uplink_dropped: Counter,
     downlink_frames: Counter,
     tap_dropped: Counter,
+    handoff: BulkHistogram,
 }
 
 impl LoopMetrics {
@@ -362,6 +430,8 @@ impl LoopMetrics {
         flush(&self.downlink_frames, &mut b.downlink_frames);
         flush(&self.tap_dropped, &mut b.tap_dropped);
         b.downlink_cleared = 0;
+        self.handoff.add(&pending.handoff);
+        pending.handoff = HandoffHistogram::default();
         self.sessions_active.set(sessions_active as i64);
     }
 }

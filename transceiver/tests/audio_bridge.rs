@@ -134,6 +134,20 @@ fn uplink_pcm_matches_each_callers_tone_for_20_sessions() {
         let kinds: Vec<i32> = log.events.iter().map(|e| e.0).collect();
         assert_eq!(&kinds[..2], &[1, 2], "ATTACHED then CONNECTED: {kinds:?}");
     }
+    // Every frame's hand-off (socket arrival → queued for the backend) is in the histogram.
+    let frames: usize = worker.sessions().values().map(|l| l.frames.len()).sum();
+    let text = http_get(&server.url("/metrics"), None).body;
+    let observed = metric_sum(&text, "voxgate_bridge_uplink_handoff_seconds_count", &[]);
+    assert!(
+        observed as usize >= frames * 9 / 10,
+        "{observed} hand-offs for {frames} frames"
+    );
+    let inf = metric_sum(
+        &text,
+        "voxgate_bridge_uplink_handoff_seconds_bucket",
+        &["le=\"+Inf\""],
+    );
+    assert_eq!(inf, observed, "buckets are cumulative up to +Inf");
 }
 
 #[test]
