@@ -179,7 +179,7 @@ pub struct AudioBridge {
 }
 
 impl AudioBridge {
-    pub fn new(session_id: String, encoder_settings: EncoderSettings, now: Instant) -> Self {
+    pub fn new(session_id: String, encoder_settings: EncoderSettings) -> Self {
         AudioBridge {
             owner: None,
             taps: Vec::new(),
@@ -205,7 +205,7 @@ impl AudioBridge {
             connected: false,
             counters: BridgeCounters::default(),
             handoff: HandoffHistogram::default(),
-            clock: WallClock::new(now),
+            clock: WallClock::new(),
         }
     }
 
@@ -683,13 +683,15 @@ struct WallClock {
 }
 
 impl WallClock {
-    fn new(now: Instant) -> Self {
+    /// Reads both clocks back to back (a base taken earlier would bias every timestamp).
+    fn new() -> Self {
+        let base_instant = Instant::now();
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_micros() as i64)
             .unwrap_or(0);
         WallClock {
-            base_instant: now,
+            base_instant,
             base_unix_micros: unix,
         }
     }
@@ -764,7 +766,7 @@ mod tests {
     #[test]
     fn lost_packets_become_concealed_frames_with_contiguous_sequence() {
         let now = Instant::now();
-        let mut b = AudioBridge::new("s".into(), SETTINGS, now);
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
         let (ep, mut up, _down) = owner(16_000);
         b.attach_owner(ep, now, &Default::default()).unwrap();
         let packets = opus_frames(10);
@@ -787,7 +789,7 @@ mod tests {
     #[test]
     fn slow_backend_costs_dropped_frames_not_blocking() {
         let now = Instant::now();
-        let mut b = AudioBridge::new("s".into(), SETTINGS, now);
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
         let (up_tx, _up_rx) = mpsc::channel(4);
         let (_down_tx, down_rx) = mpsc::channel(4);
         let ep = OwnerEndpoints {
@@ -808,7 +810,7 @@ mod tests {
     #[test]
     fn downlink_is_paced_one_frame_per_tick_and_clear_reports_played_time() {
         let now = Instant::now();
-        let mut b = AudioBridge::new("s".into(), SETTINGS, now);
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
         let (ep, mut up, down) = owner(48_000);
         b.attach_owner(ep, now, &Default::default()).unwrap();
         b.on_connected(now);

@@ -245,7 +245,7 @@ impl Session {
             opus_pt: None,
             channel: None,
             channel_labels: Vec::new(),
-            bridge: AudioBridge::new(params.id.to_string(), params.encoder, now),
+            bridge: AudioBridge::new(params.id.to_string(), params.encoder),
             metadata: params.metadata,
             owner_lost: false,
             close_at: None,
