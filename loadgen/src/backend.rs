@@ -1,0 +1,453 @@
+//! The load generator's own inference backend: a gRPC worker on the transceiver's `Bridge`
+//! service that attaches every session dispatched to it and either echoes what it hears, plays
+//! a downlink duty cycle (e.g. 1 s of audio every 2 s), or only listens.
+//!
+//! It is also where uplink media is measured: for each frame it notes the time it arrived
+//! (the wall clock, same machine as the transceiver) against the frame's
+//! `arrival_unix_micros` (when the packet reached the transceiver's socket), feeds the session's
+//! [`UplinkTrack`] (loss), and remembers when the first frame came (setup latency).
+//!
+//! Runs on its own small tokio runtime; sessions share a few HTTP/2 connections.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+use voxgate_proto::bridge::bridge_client::BridgeClient;
+use voxgate_proto::bridge::{
+    downlink, session_event, uplink, worker_command, worker_message, Attach, AudioChunk, AudioMode,
+    Downlink, OpusPacket, Register, WorkerMessage,
+};
+
+use crate::loss::UplinkTrack;
+
+/// HTTP/2 connections shared by all session streams.
+const CHANNELS: usize = 4;
+/// Downlink messages buffered per session on our side.
+const DOWNLINK_BUFFER: usize = 128;
+
+/// What the backend does with each session's audio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Send every uplink frame straight back (PCM chunk or Opus packet).
+    Echo,
+    /// Play `on` of a tone every `period`, starting at a per-session phase.
+    Duty { on: Duration, period: Duration },
+    /// Listen only.
+    Listen,
+}
+
+/// How to run the backend.
+#[derive(Debug, Clone)]
+pub struct BackendConfig {
+    /// gRPC URL of the transceiver's bridge, e.g. `http://127.0.0.1:50051`.
+    pub url: String,
+    pub worker_id: String,
+    pub capacity: u32,
+    pub mode: AudioMode,
+    pub behaviour: Behaviour,
+    /// PCM sample rate asked for at attach.
+    pub sample_rate: u32,
+}
+
+/// What one session's stream delivered.
+#[derive(Debug, Clone)]
+pub struct SessionStats {
+    pub dispatched_at: Instant,
+    pub first_frame_at: Option<Instant>,
+    pub uplink: UplinkTrack,
+    /// Transceiver socket arrival → received here, in microseconds (only while recording).
+    pub latency_us: Vec<f64>,
+    /// Downlink messages sent (audio chunks or Opus packets).
+    pub downlink_sent: u64,
+    /// Echo messages dropped because our send buffer was full.
+    pub downlink_dropped: u64,
+    /// Why the session ended, if it did.
+    pub ended: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    sessions: Mutex<HashMap<String, Arc<Mutex<SessionStats>>>>,
+    recording: AtomicBool,
+    frames: AtomicU64,
+    dispatches: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// A running backend; dropping it drops every stream (as a crashed backend would).
+pub struct Backend {
+    state: Arc<State>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Backend {
+    /// Connects, registers as a worker, and returns once the transceiver accepted it.
+    pub fn start(cfg: BackendConfig) -> anyhow::Result<Backend> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("backend")
+            .enable_all()
+            .build()
+            .context("backend runtime")?;
+        let state = Arc::new(State::default());
+        let audio = Arc::new(DutyAudio::new(&cfg)?);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        {
+            let state = state.clone();
+            runtime.spawn(async move {
+                let r = run_worker(cfg, state, audio, ready_tx.clone()).await;
+                if let Err(e) = r {
+                    let _ = ready_tx.send(Err(e));
+                }
+            });
+        }
+        match ready_rx.recv_timeout(Duration::from_secs(15)) {
+            Ok(Ok(())) => Ok(Backend {
+                state,
+                runtime: Some(runtime),
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => anyhow::bail!("backend did not register within 15 s"),
+        }
+    }
+
+    /// Starts or stops collecting media-latency samples.
+    pub fn set_recording(&self, on: bool) {
+        self.state.recording.store(on, Ordering::Relaxed);
+    }
+
+    /// Uplink frames received so far (all sessions).
+    pub fn frames(&self) -> u64 {
+        self.state.frames.load(Ordering::Relaxed)
+    }
+
+    /// Sessions dispatched to this worker so far.
+    pub fn dispatches(&self) -> u64 {
+        self.state.dispatches.load(Ordering::Relaxed)
+    }
+
+    /// Streams that failed to open or broke.
+    pub fn errors(&self) -> u64 {
+        self.state.errors.load(Ordering::Relaxed)
+    }
+
+    /// A copy of every session's record, by session id.
+    pub fn snapshot(&self) -> HashMap<String, SessionStats> {
+        let sessions = lock(&self.state.sessions);
+        sessions
+            .iter()
+            .map(|(id, s)| (id.clone(), lock(s).clone()))
+            .collect()
+    }
+
+    /// Drops every stream now.
+    pub fn stop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Pre-made downlink audio: one `on` period of a tone, as PCM and as Opus packets.
+struct DutyAudio {
+    pcm: Bytes,
+    opus: Vec<Bytes>,
+}
+
+impl DutyAudio {
+    fn new(cfg: &BackendConfig) -> anyhow::Result<DutyAudio> {
+        let on = match cfg.behaviour {
+            Behaviour::Duty { on, .. } => on,
+            _ => {
+                return Ok(DutyAudio {
+                    pcm: Bytes::new(),
+                    opus: Vec::new(),
+                })
+            }
+        };
+        let frames = (on.as_millis() / 20).max(1) as usize;
+        let rate = if cfg.sample_rate == 0 {
+            48_000
+        } else {
+            cfg.sample_rate
+        };
+        let mut tone = voxgate_testkit::SignalSource::sine(330.0, 0.25);
+        let mut pcm48 = Vec::with_capacity(frames * 960);
+        for _ in 0..frames {
+            pcm48.extend_from_slice(&tone.next_frame());
+        }
+        // Decimate the 48 kHz tone for lower attach rates (a tone needs no filter here).
+        let step = (48_000 / rate) as usize;
+        let pcm: Vec<u8> = pcm48
+            .iter()
+            .step_by(step.max(1))
+            .flat_map(|s| s.to_le_bytes())
+            .collect();
+        let mut enc = voxgate_testkit::opus_codec::OpusFrameEncoder::new()?;
+        let opus = pcm48
+            .chunks_exact(960)
+            .map(|f| enc.encode(f).map(Bytes::copy_from_slice))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DutyAudio {
+            pcm: Bytes::from(pcm),
+            opus,
+        })
+    }
+}
+
+async fn connect(url: &str) -> anyhow::Result<Channel> {
+    let endpoint = Endpoint::from_shared(url.to_string())
+        .context("bridge url")?
+        .tcp_nodelay(true);
+    let mut last = None;
+    for _ in 0..100 {
+        match endpoint.connect().await {
+            Ok(ch) => return Ok(ch),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(anyhow::anyhow!(
+        "cannot connect to the bridge at {url}: {last:?}"
+    ))
+}
+
+async fn run_worker(
+    cfg: BackendConfig,
+    state: Arc<State>,
+    audio: Arc<DutyAudio>,
+    ready: std::sync::mpsc::Sender<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let mut channels = Vec::with_capacity(CHANNELS);
+    for _ in 0..CHANNELS {
+        channels.push(connect(&cfg.url).await?);
+    }
+    let mut client = BridgeClient::new(channels[0].clone());
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(WorkerMessage {
+        kind: Some(worker_message::Kind::Register(Register {
+            worker_id: cfg.worker_id.clone(),
+            capacity: cfg.capacity,
+        })),
+    })
+    .await
+    .context("register")?;
+    let mut commands = client
+        .work(ReceiverStream::new(rx))
+        .await
+        .context("Work call")?
+        .into_inner();
+    let _ = ready.send(Ok(()));
+    let _keep_open = tx;
+    let cfg = Arc::new(cfg);
+    let mut k: u64 = 0;
+    while let Ok(Some(cmd)) = commands.message().await {
+        let Some(worker_command::Kind::Dispatch(d)) = cmd.kind else {
+            continue;
+        };
+        state.dispatches.fetch_add(1, Ordering::Relaxed);
+        let stats = Arc::new(Mutex::new(SessionStats {
+            dispatched_at: Instant::now(),
+            first_frame_at: None,
+            uplink: UplinkTrack::default(),
+            latency_us: Vec::new(),
+            downlink_sent: 0,
+            downlink_dropped: 0,
+            ended: None,
+        }));
+        lock(&state.sessions).insert(d.session_id.clone(), stats.clone());
+        let channel = channels[(k as usize) % channels.len()].clone();
+        // Spread duty-cycle phases evenly and deterministically (golden-ratio sequence).
+        let phase = (k as f64 * 0.618_033_988_75).fract();
+        k += 1;
+        let (cfg, state, audio) = (cfg.clone(), state.clone(), audio.clone());
+        tokio::spawn(async move {
+            if let Err(e) =
+                run_session(&cfg, &state, &audio, channel, d.session_id, stats, phase).await
+            {
+                state.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = %e, "backend session failed");
+            }
+        });
+    }
+    Ok(())
+}
+
+fn unix_micros_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+async fn run_session(
+    cfg: &BackendConfig,
+    state: &State,
+    audio: &Arc<DutyAudio>,
+    channel: Channel,
+    session_id: String,
+    stats: Arc<Mutex<SessionStats>>,
+    phase: f64,
+) -> anyhow::Result<()> {
+    let mut client = BridgeClient::new(channel);
+    let (tx, rx) = mpsc::channel(DOWNLINK_BUFFER);
+    tx.send(Downlink {
+        kind: Some(downlink::Kind::Attach(Attach {
+            session_id: session_id.clone(),
+            worker_id: cfg.worker_id.clone(),
+            sample_rate_hz: cfg.sample_rate,
+            mode: cfg.mode as i32,
+            progress_interval_ms: 1000,
+        })),
+    })
+    .await
+    .context("attach")?;
+    let mut up = client
+        .session(ReceiverStream::new(rx))
+        .await
+        .context("Session call")?
+        .into_inner();
+    let passthrough = cfg.mode == AudioMode::OpusPassthrough;
+    let mut duty_started = false;
+    loop {
+        let msg = match up.message().await {
+            Ok(Some(m)) => m,
+            Ok(None) => break,
+            Err(e) => {
+                lock(&stats)
+                    .ended
+                    .get_or_insert_with(|| e.code().to_string());
+                break;
+            }
+        };
+        let now = Instant::now();
+        let (arrival_us, ts, concealed, seq, echo) = match msg.kind {
+            Some(uplink::Kind::Audio(f)) => {
+                let echo = Downlink {
+                    kind: Some(downlink::Kind::Audio(AudioChunk {
+                        pcm: f.pcm,
+                        item_id: String::new(),
+                    })),
+                };
+                (
+                    f.arrival_unix_micros,
+                    f.rtp_timestamp,
+                    f.concealed,
+                    Some(f.sequence),
+                    echo,
+                )
+            }
+            Some(uplink::Kind::Opus(p)) => {
+                let echo = Downlink {
+                    kind: Some(downlink::Kind::Opus(OpusPacket {
+                        data: p.data,
+                        ..OpusPacket::default()
+                    })),
+                };
+                (p.arrival_unix_micros, p.rtp_timestamp, false, None, echo)
+            }
+            Some(uplink::Kind::Event(e)) => {
+                if e.kind == session_event::Kind::Ended as i32 {
+                    lock(&stats).ended = Some(e.reason);
+                    break;
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        state.frames.fetch_add(1, Ordering::Relaxed);
+        let recording = state.recording.load(Ordering::Relaxed);
+        let mut echo_result = None;
+        if cfg.behaviour == Behaviour::Echo && !concealed {
+            echo_result = Some(tx.try_send(echo).is_ok());
+        }
+        {
+            let mut s = lock(&stats);
+            s.first_frame_at.get_or_insert(now);
+            s.uplink.on_frame(ts, concealed, seq);
+            if recording && !concealed {
+                s.latency_us.push((unix_micros_now() - arrival_us) as f64);
+            }
+            match echo_result {
+                Some(true) => s.downlink_sent += 1,
+                Some(false) => s.downlink_dropped += 1,
+                None => {}
+            }
+        }
+        if let (Behaviour::Duty { on, period }, false) = (cfg.behaviour, duty_started) {
+            duty_started = true;
+            let (tx, audio, stats) = (tx.clone(), audio.clone(), stats.clone());
+            let offset = period.mul_f64(phase);
+            tokio::spawn(play_duty(tx, audio, stats, on, period, offset, passthrough));
+        }
+    }
+    Ok(())
+}
+
+/// Plays `on` of audio every `period`, first after `offset`, until the stream closes.
+async fn play_duty(
+    tx: mpsc::Sender<Downlink>,
+    audio: Arc<DutyAudio>,
+    stats: Arc<Mutex<SessionStats>>,
+    on: Duration,
+    period: Duration,
+    offset: Duration,
+    passthrough: bool,
+) {
+    let _ = on;
+    let start = tokio::time::Instant::now() + offset;
+    let mut ticker = tokio::time::interval_at(start, period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if passthrough {
+            for p in &audio.opus {
+                let msg = Downlink {
+                    kind: Some(downlink::Kind::Opus(OpusPacket {
+                        data: p.clone(),
+                        ..OpusPacket::default()
+                    })),
+                };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            lock(&stats).downlink_sent += audio.opus.len() as u64;
+        } else {
+            // 100 ms chunks, as a streaming TTS backend (and the example echo bot) sends them;
+            // the transceiver queues and paces them.
+            let chunk = (audio.pcm.len() / 10).max(2) & !1;
+            let mut sent = 0;
+            for start in (0..audio.pcm.len()).step_by(chunk) {
+                let msg = Downlink {
+                    kind: Some(downlink::Kind::Audio(AudioChunk {
+                        pcm: audio.pcm.slice(start..(start + chunk).min(audio.pcm.len())),
+                        item_id: String::new(),
+                    })),
+                };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+                sent += 1;
+            }
+            lock(&stats).downlink_sent += sent;
+        }
+    }
+}

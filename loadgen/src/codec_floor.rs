@@ -1,0 +1,122 @@
+//! The codec floor: what libopus alone costs for the frames one PCM-mode session carries,
+//! measured in this process with the thread's CPU clock.
+//!
+//! Uplink frames are the clients' own (the testkit encoder, a tone, 20 ms at 48 kHz), decoded
+//! at the backend's attach rate; downlink frames are the backend's duty-cycle tone, encoded
+//! with the transceiver's encoder settings (VoIP, bitrate, complexity, in-band FEC). Per
+//! session-second a PCM session decodes 50 frames and encodes `50 × duty` frames, so the
+//! floor is `50 × decode + 50 × duty × encode`. Nothing else a transceiver must do (SRTP,
+//! RTP, ICE, sockets, gRPC) is in it: it is the cost no implementation can go below.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use voxgate_testkit::opus_codec::OpusFrameEncoder;
+use voxgate_testkit::SignalSource;
+
+use crate::proc_stat::thread_cpu_time;
+use crate::stats::median;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CodecFloorArgs {
+    /// Downlink encoder bitrate (the transceiver's --opus-bitrate).
+    #[arg(long, default_value_t = 32_000)]
+    pub bitrate: i32,
+    /// Downlink encoder complexity (the transceiver's --opus-complexity).
+    #[arg(long, default_value_t = 5)]
+    pub complexity: i32,
+    /// Backend PCM rate.
+    #[arg(long, default_value_t = 48_000)]
+    pub sample_rate: u32,
+    /// Fraction of time the downlink plays.
+    #[arg(long, default_value_t = 0.5)]
+    pub duty: f64,
+    /// Frames per measurement.
+    #[arg(long, default_value_t = 3000)]
+    pub frames: usize,
+    /// Measurements; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// libopus cost per frame and per PCM session-second.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CodecFloor {
+    pub sample_rate: u32,
+    pub bitrate: i32,
+    pub complexity: i32,
+    pub duty: f64,
+    pub decode_us_per_frame: f64,
+    pub encode_us_per_frame: f64,
+    /// CPU seconds per session-second: 50 decodes + 50 × duty encodes.
+    pub cpu_per_session_sec: f64,
+    /// Same with a full-time downlink (an echo backend).
+    pub cpu_per_session_sec_full_duplex: f64,
+}
+
+pub fn run(a: &CodecFloorArgs) -> anyhow::Result<CodecFloor> {
+    let frames = a.frames.max(50);
+    // Uplink packets as the clients send them: a few tones, 20 ms, 48 kHz.
+    let mut packets = Vec::with_capacity(frames);
+    let mut enc = OpusFrameEncoder::new()?;
+    let mut tone = SignalSource::sine(440.0, 0.3);
+    for i in 0..frames {
+        if i % 500 == 0 {
+            tone = SignalSource::sine(200.0 + (i / 500 % 7) as f32 * 100.0, 0.3);
+        }
+        packets.push(enc.encode(&tone.next_frame())?.to_vec());
+    }
+    // Downlink PCM as the duty-cycle backend plays it, at the attach rate.
+    let frame_len = (a.sample_rate / 50) as usize;
+    let step = (48_000 / a.sample_rate.max(1)) as usize;
+    let mut down_tone = SignalSource::sine(330.0, 0.25);
+    let pcm: Vec<Vec<i16>> = (0..frames)
+        .map(|_| {
+            down_tone
+                .next_frame()
+                .iter()
+                .step_by(step.max(1))
+                .copied()
+                .collect()
+        })
+        .collect();
+
+    let mut dec_samples = Vec::new();
+    let mut enc_samples = Vec::new();
+    let mut out = vec![0i16; 5760];
+    let mut bytes = vec![0u8; 1500];
+    for _ in 0..a.repeats.max(1) {
+        let mut decoder = opus::Decoder::new(a.sample_rate, opus::Channels::Mono)?;
+        let t = thread_cpu_time();
+        for p in &packets {
+            std::hint::black_box(decoder.decode(p, &mut out[..frame_len], false)?);
+        }
+        dec_samples.push((thread_cpu_time() - t).as_secs_f64() * 1e6 / frames as f64);
+
+        let mut encoder =
+            opus::Encoder::new(a.sample_rate, opus::Channels::Mono, opus::Application::Voip)?;
+        encoder.set_bitrate(opus::Bitrate::Bits(a.bitrate))?;
+        encoder.set_complexity(a.complexity)?;
+        encoder.set_inband_fec(true)?;
+        let t = thread_cpu_time();
+        for f in &pcm {
+            std::hint::black_box(encoder.encode(&f[..frame_len.min(f.len())], &mut bytes)?);
+        }
+        enc_samples.push((thread_cpu_time() - t).as_secs_f64() * 1e6 / frames as f64);
+    }
+    let decode = median(&dec_samples).unwrap_or(0.0);
+    let encode = median(&enc_samples).unwrap_or(0.0);
+    Ok(CodecFloor {
+        sample_rate: a.sample_rate,
+        bitrate: a.bitrate,
+        complexity: a.complexity,
+        duty: a.duty,
+        decode_us_per_frame: decode,
+        encode_us_per_frame: encode,
+        cpu_per_session_sec: (50.0 * decode + 50.0 * a.duty * encode) / 1e6,
+        cpu_per_session_sec_full_duplex: (50.0 * decode + 50.0 * encode) / 1e6,
+    })
+}

@@ -1,0 +1,43 @@
+//! voxgate's load generator and benchmark suite.
+//!
+//! The `loadgen` binary drives real WebRTC sessions (the testkit's str0m client, real Opus at
+//! 50 packets/s) into a transceiver or into Janus, runs the backend they talk to, drives
+//! relay-shaped UDP flows through the relay, a bare forwarder or coturn, and reads what the
+//! kernel charged each server process. `scripts/bench` runs the whole suite and writes
+//! `docs/BENCHMARKS.md`.
+//!
+//! How data flows through a session run ([`session_load`]):
+//!
+//! ```text
+//!  arrivals (seeded Poisson) ─► signaling threads ─► Fleet (one mio thread, all sessions)
+//!        POST /v1/sessions  or  Janus create/attach/message          │ SRTP/Opus
+//!                                                                     ▼
+//!                                            transceiver ─► gRPC ─► backend (echo / duty)
+//!                                            /proc/<pid>: CPU, RSS    latency, loss
+//! ```
+//!
+//! and through a relay run ([`relay_load`]):
+//!
+//! ```text
+//!  flow sockets ─► relay | forwarder | coturn ─► sink (kernel RX timestamps, counts)
+//! ```
+//!
+//! Everything measured lands in JSON ([`suite::SuiteResults`]); [`report`] turns it into the
+//! Markdown report and SVG plots. Nothing in a report is typed in by hand.
+
+pub mod backend;
+pub mod batch_udp;
+pub mod cli;
+pub mod codec_floor;
+pub mod forwarder;
+pub mod janus;
+pub mod loss;
+pub mod proc_stat;
+pub mod relay_load;
+pub mod report;
+pub mod session_load;
+pub mod stats;
+pub mod stun_probe;
+pub mod suite;
+pub mod svg;
+pub mod turn;

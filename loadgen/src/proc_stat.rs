@@ -1,0 +1,212 @@
+//! What the kernel accounts to a process: CPU time (`/proc/<pid>/stat` utime + stime, all
+//! threads) and resident memory (`/proc/<pid>/status` VmRSS). Reading another process's
+//! accounting is how a benchmark charges the server only for its own work, never for the load
+//! generator sharing the machine.
+
+use std::io;
+use std::time::Duration;
+
+/// CPU time a process has used so far (user + system, every thread, children excluded).
+pub fn cpu_time(pid: u32) -> io::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let ticks = parse_stat_cpu_ticks(&stat)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable /proc stat"))?;
+    Ok(ticks_to_duration(ticks))
+}
+
+/// Resident set size in KiB.
+pub fn rss_kib(pid: u32) -> io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    parse_status_kib(&status, "VmRSS:")
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmRSS in /proc status"))
+}
+
+/// CPU time of the calling thread only (for in-process measurements such as the codec floor).
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line, in clock ticks. The command
+/// name (field 2) is in parentheses and may contain spaces, so fields are counted after the
+/// last `)`.
+pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    // After ")": field 3 (state) is index 0, so utime (14) is index 11 and stime (15) is 12.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// The value of a `Key:   123 kB` line of `/proc/<pid>/status`.
+pub fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_ascii_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn ticks_to_duration(ticks: u64) -> Duration {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as u64 } else { 100 };
+    Duration::from_nanos(ticks.saturating_mul(1_000_000_000) / hz)
+}
+
+/// Raises this process's open-file limit to its hard limit (each simulated session owns a
+/// UDP socket). Returns the new soft limit.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    lim.rlim_cur = lim.rlim_max;
+    // SAFETY: `lim` is a valid rlimit with cur <= max.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(lim.rlim_cur)
+}
+
+/// Pins the calling thread to `core`, when that core exists; returns whether it did.
+pub fn pin_current_thread(core: usize) -> bool {
+    core_affinity::get_core_ids()
+        .and_then(|ids| ids.into_iter().find(|c| c.id == core))
+        .is_some_and(core_affinity::set_for_current)
+}
+
+/// TCP_NODELAY of every TCP socket of process `pid` whose local port is `port` (e.g. the
+/// server side of its gRPC connections), read through a duplicate of each socket obtained
+/// with `pidfd_getfd` (needs ptrace rights over `pid`: same user or root). Empty when the
+/// sockets cannot be inspected.
+pub fn tcp_nodelay_on_port(pid: u32, port: u16) -> Vec<bool> {
+    let mut out = Vec::new();
+    // SAFETY: plain syscalls; every fd obtained is closed below.
+    let pidfd =
+        unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) } as libc::c_int;
+    if pidfd < 0 {
+        return out;
+    }
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        unsafe { libc::close(pidfd) };
+        return out;
+    };
+    for e in entries.flatten() {
+        let is_socket =
+            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"));
+        let Some(target) = e
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<libc::c_int>().ok())
+        else {
+            continue;
+        };
+        if !is_socket {
+            continue;
+        }
+        // SAFETY: pidfd is valid; the result is a new fd we own or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, target, 0) } as libc::c_int;
+        if fd < 0 {
+            continue;
+        }
+        // SAFETY: fd is a valid socket; the out-parameters are correctly sized.
+        unsafe {
+            let mut ty: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+            let mut slen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            let stream = libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_TYPE,
+                &mut ty as *mut _ as *mut libc::c_void,
+                &mut len,
+            ) == 0
+                && ty == libc::SOCK_STREAM;
+            let local = stream
+                && libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut slen) == 0;
+            let mut peer: libc::sockaddr_storage = std::mem::zeroed();
+            let mut plen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            let connected = local
+                && libc::getpeername(fd, &mut peer as *mut _ as *mut libc::sockaddr, &mut plen)
+                    == 0;
+            let matches =
+                connected && crate::batch_udp::from_sockaddr(&ss).is_some_and(|a| a.port() == port);
+            if matches {
+                let mut v: libc::c_int = 0;
+                let mut vlen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+                if libc::getsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NODELAY,
+                    &mut v as *mut _ as *mut libc::c_void,
+                    &mut vlen,
+                ) == 0
+                {
+                    out.push(v != 0);
+                }
+            }
+            libc::close(fd);
+        }
+    }
+    // SAFETY: closing our own pidfd.
+    unsafe { libc::close(pidfd) };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_after_the_command_name() {
+        let line =
+            "1234 (media loop (x) 1) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(325));
+        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn status_values_are_read_in_kib() {
+        let status = "Name:\ttransceiver\nVmPeak:\t  999 kB\nVmRSS:\t   12345 kB\n";
+        assert_eq!(parse_status_kib(status, "VmRSS:"), Some(12345));
+        assert_eq!(parse_status_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn nodelay_of_own_sockets_is_read() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (s, _) = l.accept().unwrap();
+        assert_eq!(tcp_nodelay_on_port(std::process::id(), port), vec![false]);
+        s.set_nodelay(true).unwrap();
+        assert_eq!(tcp_nodelay_on_port(std::process::id(), port), vec![true]);
+    }
+
+    #[test]
+    fn own_process_is_readable() {
+        let pid = std::process::id();
+        assert!(rss_kib(pid).unwrap() > 0);
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(cpu_time(pid).is_ok());
+    }
+}
