@@ -197,6 +197,14 @@ impl Config {
         }
     }
 
+    /// An empty token (e.g. `VOXGATE_TOKEN=""` from a template) means no auth, not a required
+    /// empty token.
+    pub fn normalize(mut self) -> Self {
+        self.token = self.token.filter(|t| !t.is_empty());
+        self.grpc_token = self.grpc_token.filter(|t| !t.is_empty());
+        self
+    }
+
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_secs(self.connect_timeout_secs.max(1))
     }

@@ -23,7 +23,7 @@ use voxgate_transceiver::metrics::Metrics;
 use voxgate_transceiver::signaling::{self, AppState};
 
 fn main() -> ExitCode {
-    let config = Config::parse();
+    let config = Config::parse().normalize();
     init_tracing(config.log_format);
     match run(config) {
         Ok(()) => ExitCode::SUCCESS,
