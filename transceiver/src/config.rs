@@ -47,6 +47,12 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_INTERNAL_IP")]
     pub internal_ip: Option<IpAddr>,
 
+    /// Absolute base URL of this instance (e.g. `https://tx-3.voice.example.com`). When set,
+    /// `Location` is absolute, so PATCH/GET/DELETE reach the instance that owns the session
+    /// even behind a load balancer. Default: a relative `Location`.
+    #[arg(long, env = "VOXGATE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
     /// Maximum concurrent sessions; beyond it POST answers 503 with Retry-After.
     #[arg(long, env = "VOXGATE_MAX_SESSIONS", default_value_t = 1000)]
     pub max_sessions: usize,

@@ -154,6 +154,10 @@ async fn serve(
     let state = AppState {
         control: control.clone(),
         token: config.token.as_deref().map(Arc::from),
+        public_url: config
+            .public_url
+            .as_deref()
+            .map(|u| Arc::from(u.trim_end_matches('/'))),
     };
     let app = signaling::router(state, config.max_body_bytes);
     let mut http_stop = stop_rx.clone();

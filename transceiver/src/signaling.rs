@@ -30,6 +30,8 @@ const INDEX_HTML: &str = include_str!("../web/index.html");
 pub struct AppState {
     pub control: Arc<ControlPlane>,
     pub token: Option<Arc<str>>,
+    /// Absolute base URL for `Location` (no trailing slash), or `None` for a relative one.
+    pub public_url: Option<Arc<str>>,
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
@@ -181,7 +183,11 @@ async fn create_session(
         Err(msg) => return Ok((StatusCode::BAD_REQUEST, msg).into_response()),
     };
     let created = state.control.create(&body, metadata).await?;
-    let location = format!("/v1/sessions/{}", created.id);
+    let location = format!(
+        "{}/v1/sessions/{}",
+        state.public_url.as_deref().unwrap_or(""),
+        created.id
+    );
     Ok((
         StatusCode::CREATED,
         [

@@ -256,3 +256,16 @@ fn forged_ufrags_create_no_state_and_get_no_answer() {
     );
     assert_eq!(snap["state"], "connecting");
 }
+
+#[test]
+fn public_url_makes_location_absolute() {
+    let server =
+        ServerProcess::start(&["--loops", "1", "--public-url", "https://tx-7.example.com/"]);
+    let r = http_post_sdp(&server.url("/v1/sessions"), AUDIO_OFFER, None);
+    assert_eq!(r.status, 201);
+    let location = r.header("location").unwrap();
+    assert!(
+        location.starts_with("https://tx-7.example.com/v1/sessions/"),
+        "{location}"
+    );
+}
