@@ -184,6 +184,7 @@ impl SessionsArgs {
             progress: !self.quiet,
             bind_ip: self.bind_ip,
             teardown: !self.no_teardown,
+            metrics_url: None,
         }
     }
 }

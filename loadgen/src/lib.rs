@@ -33,6 +33,7 @@ pub mod forwarder;
 pub mod janus;
 pub mod loss;
 pub mod proc_stat;
+pub mod prom_hist;
 pub mod relay_load;
 pub mod report;
 pub mod session_load;

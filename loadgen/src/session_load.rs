@@ -35,6 +35,7 @@ use crate::backend::{Backend, BackendConfig};
 use crate::janus::{JanusClient, JanusHandle};
 use crate::loss::{LossSummary, SessionLoss};
 use crate::proc_stat;
+use crate::prom_hist;
 use crate::stats::{cdf_points, Summary};
 
 /// Where sessions are signaled.
@@ -73,6 +74,9 @@ pub struct LoadConfig {
     pub bind_ip: IpAddr,
     /// Tear sessions down through signaling at the end (DELETE / destroy).
     pub teardown: bool,
+    /// The server's Prometheus `/metrics` URL: when set, the transceiver's uplink hand-off
+    /// histogram is scraped at both ends of the window (see [`crate::prom_hist`]).
+    pub metrics_url: Option<String>,
 }
 
 /// Setup latencies, in milliseconds from the start of signaling.
@@ -182,6 +186,10 @@ pub struct LoadResult {
     pub server_cores_ramp: f64,
     pub loadgen_cores_ramp: f64,
     pub progress: Vec<ProgressSample>,
+    /// Socket arrival → PCM frame handed to the gRPC stream, measured inside the transceiver
+    /// (its `voxgate_bridge_uplink_handoff_seconds` histogram, window deltas; bucket
+    /// estimates). `None` when no metrics URL was given or the metric was missing.
+    pub transceiver_handoff: Option<crate::prom_hist::HandoffLatency>,
 }
 
 struct Job {
@@ -495,6 +503,16 @@ pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadResult> {
     let mut window_start: Option<(Instant, Totals, Option<Duration>, u64, Duration)> = None;
     let mut window_end: Option<(Instant, Totals, Option<Duration>, u64, Duration)> = None;
     let own_pid = std::process::id();
+    let metrics = cfg
+        .metrics_url
+        .as_deref()
+        .and_then(|url| Some((prom_hist::client()?, url)));
+    let scrape_handoff = || {
+        metrics
+            .as_ref()
+            .and_then(|(http, url)| prom_hist::scrape(http, url, prom_hist::HANDOFF_METRIC))
+    };
+    let mut handoff_start: Option<prom_hist::Histogram> = None;
     let ramp_cpu0 = (
         cfg.server_pid.and_then(|p| proc_stat::cpu_time(p).ok()),
         proc_stat::cpu_time(own_pid).ok(),
@@ -617,6 +635,7 @@ pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadResult> {
                     .and_then(|p| proc_stat::rss_kib(p).ok())
                     .unwrap_or(0);
                 let own = proc_stat::cpu_time(own_pid).unwrap_or_default();
+                handoff_start = scrape_handoff();
                 window_start = Some((Instant::now(), totals(&fleet, &slots), cpu, rss, own));
                 phase = Phase::Window;
                 phase_end = Some(now + cfg.hold);
@@ -629,6 +648,9 @@ pub fn run(cfg: &LoadConfig) -> anyhow::Result<LoadResult> {
                     .unwrap_or(0);
                 let own = proc_stat::cpu_time(own_pid).unwrap_or_default();
                 window_end = Some((Instant::now(), totals(&fleet, &slots), cpu, rss, own));
+                if let (Some(a), Some(b)) = (&handoff_start, scrape_handoff()) {
+                    result.transceiver_handoff = Some(prom_hist::HandoffLatency::of(&b.since(a)));
+                }
                 if let Some(b) = &backend {
                     b.set_recording(false);
                 }
@@ -807,6 +829,7 @@ mod tests {
             progress: false,
             bind_ip: "127.0.0.1".parse().unwrap(),
             teardown: false,
+            metrics_url: None,
         }
     }
 

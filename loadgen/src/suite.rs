@@ -533,6 +533,7 @@ impl Suite<'_> {
             progress: true,
             bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             teardown: false,
+            metrics_url: None,
         }
     }
 
@@ -629,6 +630,11 @@ impl Suite<'_> {
         let t = self.start_transceiver(name, &TransceiverOpts::default())?;
         let mut cfg = self.load_config(&t, n, self.plan.cost_rate);
         cfg.backend = Some(self.backend(&t, n, mode, Self::duty()));
+        if mode == AudioMode::Pcm {
+            // The in-transceiver hand-off (socket → PCM on the gRPC stream) of the media
+            // latency target, from the transceiver's own histogram.
+            cfg.metrics_url = Some(format!("{}/metrics", t.signal));
+        }
         let profiler = if perf {
             Some(self.perf_during(
                 &format!("{name} ({} loops)", self.args.loops),
@@ -866,6 +872,7 @@ impl Suite<'_> {
             progress: true,
             bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             teardown: false,
+            metrics_url: None,
         }
     }
 
