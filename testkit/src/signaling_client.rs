@@ -90,14 +90,7 @@ impl SignalingClient {
         offer_sdp: &str,
     ) -> Result<CreatedSession, SignalingError> {
         let url = sessions_url(base_url, query)?;
-        let resp = with_token(self.http.post(url.clone()), token)
-            .header(CONTENT_TYPE, "application/sdp")
-            .body(offer_sdp.to_owned())
-            .send()?;
-        let status = resp.status();
-        if !status.is_success() {
-            return Err(status_error(status, resp));
-        }
+        let resp = send_sdp(self.http.post(url.clone()), token, offer_sdp)?;
         let location = resp
             .headers()
             .get(LOCATION)
@@ -128,14 +121,7 @@ impl SignalingClient {
         token: Option<&str>,
         offer_sdp: &str,
     ) -> Result<String, SignalingError> {
-        let resp = with_token(self.http.patch(resource_url.clone()), token)
-            .header(CONTENT_TYPE, "application/sdp")
-            .body(offer_sdp.to_owned())
-            .send()?;
-        let status = resp.status();
-        if !status.is_success() {
-            return Err(status_error(status, resp));
-        }
+        let resp = send_sdp(self.http.patch(resource_url.clone()), token, offer_sdp)?;
         Ok(resp.text()?)
     }
 
@@ -200,6 +186,23 @@ pub fn sdp_ice_ufrag(sdp: &str) -> Option<&str> {
     sdp.lines()
         .find_map(|l| l.trim_end().strip_prefix("a=ice-ufrag:"))
         .map(str::trim)
+}
+
+/// Sends an SDP body (`application/sdp`), turning a non-2xx answer into its typed error.
+fn send_sdp(
+    req: reqwest::blocking::RequestBuilder,
+    token: Option<&str>,
+    sdp: &str,
+) -> Result<reqwest::blocking::Response, SignalingError> {
+    let resp = with_token(req, token)
+        .header(CONTENT_TYPE, "application/sdp")
+        .body(sdp.to_owned())
+        .send()?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(status_error(status, resp));
+    }
+    Ok(resp)
 }
 
 #[cfg(test)]
