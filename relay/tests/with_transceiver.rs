@@ -7,14 +7,16 @@
 mod common;
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    free_tcp_port, free_udp_range, relay_bin, Redis, RelayPorts, RelayProcess, FLEET_KEY_HEX,
+    fleet_key, free_tcp_port, free_udp_range, relay_bin, Redis, RelayPorts, RelayProcess,
+    FLEET_KEY_HEX,
 };
+use voxgate_proto::hint::{self, Keyring};
 use voxgate_testkit::{Fleet, SessionConfig};
 
 fn sibling_bin(name: &str) -> PathBuf {
@@ -72,13 +74,26 @@ struct Transceiver {
 /// A transceiver whose answers advertise `advertise` (the relay) and whose hints carry
 /// `cluster_id`, with the test fleet key.
 fn start_transceiver(advertise: SocketAddr, cluster_id: u32, loops: u16) -> Transceiver {
+    start_transceiver_on(Ipv4Addr::LOCALHOST.into(), advertise, cluster_id, loops)
+}
+
+/// As [`start_transceiver`], with the media loops (and so the routing hints) on `media_ip`.
+fn start_transceiver_on(
+    media_ip: IpAddr,
+    advertise: SocketAddr,
+    cluster_id: u32,
+    loops: u16,
+) -> Transceiver {
     let signal = free_tcp_port();
     let grpc = free_tcp_port();
     let media_base = free_udp_range(loops);
     let proc = Proc::spawn(
         Command::new(sibling_bin("transceiver"))
             .args(["--signal-listen", &format!("127.0.0.1:{signal}")])
-            .args(["--media-listen", &format!("127.0.0.1:{media_base}")])
+            .args([
+                "--media-listen",
+                &SocketAddr::new(media_ip, media_base).to_string(),
+            ])
             .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
             .args(["--loops", &loops.to_string(), "--no-pin"])
             .args(["--advertise", &advertise.to_string()])
@@ -355,6 +370,78 @@ fn redis_stopped_mid_run_does_not_disturb_existing_flows() {
         "forwarding stalled without Redis: {before} -> {after}"
     );
     assert!(fleet.session(i).is_connected());
+}
+
+/// The whole path over IPv6: clients on ::1, the relay's public and internal sockets on ::1,
+/// the transceiver's loops on ::1 (so every routing hint carries an IPv6 loop address and every
+/// relay header an IPv6 client address), audio both ways through the echo-bot.
+#[test]
+fn ipv6_sessions_through_the_relay_exchange_audio_both_ways() {
+    let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+    let ports = RelayPorts::new(2);
+    let relay = RelayProcess::start_on(v6, &ports, 2, &[]);
+    let t = start_transceiver_on(v6, relay.public, 0, 2);
+    let _bot = start_echo_bot(&t);
+    let mut fleet = Fleet::new().unwrap();
+    for i in 0..10 {
+        fleet
+            .open(SessionConfig {
+                bind_ip: v6,
+                seed: i,
+                ..caller(&t, 300.0 + 40.0 * i as f32, Duration::from_secs(2))
+            })
+            .unwrap();
+    }
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(20), |f| f
+            .all_connected()),
+        "{}/10 connected\n{}\nrelay:\n{}",
+        fleet.connected_count(),
+        t.proc.log_text(),
+        relay.log_text()
+    );
+    let echoed = fleet.run_until(Instant::now() + Duration::from_secs(20), |f| {
+        (0..f.len()).all(|i| f.report(i).audio_packets_received >= 25)
+    });
+    let deaf: Vec<usize> = (0..fleet.len())
+        .filter(|i| fleet.report(*i).audio_packets_received < 25)
+        .collect();
+    assert!(echoed, "callers without their echo: {deaf:?}");
+    let keys = Keyring::new(fleet_key());
+    let workers: Vec<SocketAddr> = (0..2)
+        .map(|k| SocketAddr::new(v6, ports.internal_base + k))
+        .collect();
+    let mut loops = HashSet::new();
+    for i in 0..fleet.len() {
+        let r = fleet.report(i);
+        let seen: HashSet<SocketAddr> = fleet.session(i).remote_addrs_seen().clone();
+        assert_eq!(seen, HashSet::from([relay.public]), "client {i}");
+        let snap = session_json(&t, &r.location);
+        assert_eq!(
+            snap["client_addrs"][0],
+            fleet.session(i).local_addr().to_string(),
+            "the transceiver saw the true IPv6 client address: {snap}"
+        );
+        let via: SocketAddr = snap["relays"][0].as_str().unwrap().parse().unwrap();
+        assert!(workers.contains(&via), "{via} is not a worker: {snap}");
+        let ufrag = snap["server_ufrag"].as_str().unwrap();
+        let h = hint::decode(&keys, ufrag.as_bytes()).expect("the server ufrag is a hint");
+        assert!(h.loop_addr.is_ipv6(), "hint names {}", h.loop_addr);
+        loops.insert(h.loop_addr);
+        assert!(snap["counters"]["audio_packets_in"].as_u64().unwrap() >= 45);
+    }
+    assert_eq!(loops.len(), 2, "hints name both IPv6 loops: {loops:?}");
+    for reason in ["bad_hint", "unknown_flow", "spoofed_return"] {
+        assert_eq!(
+            common::metric_sum(
+                &relay.scrape(),
+                "voxgate_relay_drops_total",
+                &[("reason", reason)]
+            ),
+            0.0,
+            "{reason}"
+        );
+    }
 }
 
 #[test]

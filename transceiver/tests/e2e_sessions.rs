@@ -4,7 +4,7 @@
 mod support;
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use support::{http_get, metric_sum, ServerProcess};
@@ -120,6 +120,55 @@ fn fifty_sessions_connect_send_opus_spread_over_loops_and_are_freed_on_delete() 
         ),
         50
     );
+}
+
+/// Direct mode over IPv6: loops on ::1, clients on ::1; each session's hint names its own IPv6
+/// loop socket, the only address its client ever talked to.
+#[test]
+fn ipv6_sessions_connect_directly_and_their_hints_name_the_ipv6_loop() {
+    let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+    let server = ServerProcess::start_media_on(v6, &["--loops", "2", "--fleet-key", FLEET_KEY]);
+    let keys = Keyring::new(FleetKey::from_hex(1, FLEET_KEY).unwrap());
+    let mut fleet = Fleet::new().unwrap();
+    for i in 0..6 {
+        fleet
+            .open(SessionConfig {
+                bind_ip: v6,
+                ..client(&server, i, Duration::from_millis(1500))
+            })
+            .unwrap();
+    }
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(15), |f| f
+            .all_connected()),
+        "{}/6 connected\n{}",
+        fleet.connected_count(),
+        server.log_tail(40)
+    );
+    fleet.run_for(Duration::from_millis(2000));
+    let mut loops = HashSet::new();
+    for i in 0..fleet.len() {
+        let snap = fleet.server_state(i).unwrap();
+        let loop_index = snap["loop"].as_u64().unwrap() as u16;
+        let loop_addr = SocketAddr::new(v6, server.media_base_port + loop_index);
+        let h = hint::decode(&keys, fleet.session(i).server_ufrag().as_bytes())
+            .expect("minted hint decodes");
+        assert_eq!(h.loop_addr, loop_addr, "session {i}");
+        let seen: HashSet<SocketAddr> = fleet.session(i).remote_addrs_seen().clone();
+        assert_eq!(seen, HashSet::from([loop_addr]), "session {i}");
+        assert_eq!(
+            snap["client_addrs"][0],
+            fleet.session(i).local_addr().to_string()
+        );
+        let sent = fleet.report(i).audio_packets_sent;
+        let arrived = snap["counters"]["audio_packets_in"].as_u64().unwrap();
+        assert!(
+            sent >= 60 && arrived >= sent * 95 / 100,
+            "{i}: {arrived} of {sent}"
+        );
+        loops.insert(loop_index);
+    }
+    assert_eq!(loops.len(), 2, "both IPv6 loops carry sessions");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -207,6 +207,12 @@ impl RelayProcess {
     /// Starts a relay with the test fleet key on `ports` plus `extra` flags, and waits until
     /// /metrics answers.
     pub fn start(ports: &RelayPorts, workers: u16, extra: &[&str]) -> Self {
+        Self::start_on(Ipv4Addr::LOCALHOST.into(), ports, workers, extra)
+    }
+
+    /// As [`RelayProcess::start`], with the public and internal sockets on `ip` (e.g. `::1`);
+    /// metrics stay on 127.0.0.1.
+    pub fn start_on(ip: IpAddr, ports: &RelayPorts, workers: u16, extra: &[&str]) -> Self {
         let log = std::env::temp_dir().join(format!(
             "voxgate-relay-test-{}-{}.log",
             ports.public,
@@ -216,9 +222,9 @@ impl RelayProcess {
         let child = Command::new(relay_bin())
             .args([
                 "--listen",
-                &format!("127.0.0.1:{}", ports.public),
+                &SocketAddr::new(ip, ports.public).to_string(),
                 "--internal-listen",
-                &format!("127.0.0.1:{}", ports.internal_base),
+                &SocketAddr::new(ip, ports.internal_base).to_string(),
                 "--metrics-listen",
                 &format!("127.0.0.1:{}", ports.metrics),
                 "--workers",
@@ -240,7 +246,7 @@ impl RelayProcess {
             .expect("spawn relay");
         let relay = Self {
             child,
-            public: SocketAddr::from(([127, 0, 0, 1], ports.public)),
+            public: SocketAddr::new(ip, ports.public),
             metrics: SocketAddr::from(([127, 0, 0, 1], ports.metrics)),
             log,
         };

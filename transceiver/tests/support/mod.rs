@@ -11,7 +11,7 @@ pub mod backend;
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -123,11 +123,20 @@ impl ServerProcess {
 
     /// As [`ServerProcess::start`], with extra environment variables for the server.
     pub fn start_with_env(extra_args: &[&str], envs: &[(&str, &str)]) -> ServerProcess {
+        Self::start_full(Ipv4Addr::LOCALHOST.into(), extra_args, envs)
+    }
+
+    /// As [`ServerProcess::start`], with the media loops on `media_ip` (e.g. `::1`).
+    pub fn start_media_on(media_ip: IpAddr, extra_args: &[&str]) -> ServerProcess {
+        Self::start_full(media_ip, extra_args, &[])
+    }
+
+    fn start_full(media_ip: IpAddr, extra_args: &[&str], envs: &[(&str, &str)]) -> ServerProcess {
         // A port picked free can be taken by someone else before the server binds it: retry a few
         // times when the process exits during start-up.
         let mut last_err = String::new();
         for attempt in 0..3 {
-            match Self::try_start(extra_args, envs) {
+            match Self::try_start(media_ip, extra_args, envs) {
                 Ok(server) => return server,
                 Err(StartError::ExitedEarly(msg)) => {
                     last_err = msg;
@@ -144,7 +153,11 @@ impl ServerProcess {
         panic!("{last_err}");
     }
 
-    fn try_start(extra_args: &[&str], envs: &[(&str, &str)]) -> Result<ServerProcess, StartError> {
+    fn try_start(
+        media_ip: IpAddr,
+        extra_args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Result<ServerProcess, StartError> {
         let signal_port = free_tcp_port();
         let media_base_port = free_udp_port_range(MEDIA_PORTS);
         let signal_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, signal_port));
@@ -170,7 +183,7 @@ impl ServerProcess {
         cmd.arg("--signal-listen")
             .arg(signal_addr.to_string())
             .arg("--media-listen")
-            .arg(format!("127.0.0.1:{media_base_port}"))
+            .arg(SocketAddr::new(media_ip, media_base_port).to_string())
             .arg("--grpc-listen")
             .arg(format!("127.0.0.1:{grpc_port}"))
             .args(extra_args)
