@@ -57,6 +57,14 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_MAX_SESSIONS", default_value_t = 1000)]
     pub max_sessions: usize,
 
+    /// Refuse new sessions (503 + Retry-After) on a media loop that spent more than this share
+    /// of the last 0.5 s working; when every loop is past it, POST answers 503. A loop past
+    /// saturation delays every call it carries, so this keeps admitted calls whole. 1 turns the
+    /// check off.
+    #[arg(long, env = "VOXGATE_MAX_LOOP_BUSY", default_value_t = 0.85,
+          value_parser = parse_busy_ratio)]
+    pub max_loop_busy: f64,
+
     /// Bearer token required on /v1/* when set.
     #[arg(long, env = "VOXGATE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -131,6 +139,15 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "VOXGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+fn parse_busy_ratio(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not in (0, 1]"))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -20,7 +20,7 @@ use crate::bridge_service::{DispatchHandle, DispatchMsg};
 use crate::media_loop::{AttachError, Command, LoopEvent, LoopHandle};
 use crate::metrics::Metrics;
 use crate::offer::{validate_offer, OfferError};
-use crate::registry::Registry;
+use crate::registry::{Refusal, Registry};
 use crate::session::{EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot};
 
 #[derive(Debug, thiserror::Error)]
@@ -37,12 +37,28 @@ pub enum ControlError {
     NoBackend,
     #[error("media loop {0} is overloaded")]
     LoopBusy(usize),
+    #[error("every media loop is saturated (least busy at {0} %); try again or another instance")]
+    LoopsSaturated(u32),
     #[error("no such session")]
     NotFound,
     #[error("{0}")]
     Conflict(String),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl ControlError {
+    /// For a refused new session (503), the `reason` label of `voxgate_sessions_refused_total`.
+    pub fn refusal_reason(&self) -> Option<&'static str> {
+        match self {
+            ControlError::AtCapacity(_) => Some("at_capacity"),
+            ControlError::Draining => Some("draining"),
+            ControlError::NoBackend => Some("no_backend"),
+            ControlError::LoopBusy(_) => Some("loop_queue_full"),
+            ControlError::LoopsSaturated(_) => Some("loops_saturated"),
+            _ => None,
+        }
+    }
 }
 
 /// An answered offer.
@@ -63,6 +79,8 @@ pub struct ControlPlaneConfig {
     pub encoder: EncoderSettings,
     /// Refuse new sessions (503) while no backend worker has room.
     pub require_backend: bool,
+    /// A loop busier than this (share of wall time) takes no new session; 1 = no limit.
+    pub max_loop_busy: f64,
 }
 
 pub struct ControlPlane {
@@ -155,10 +173,17 @@ impl ControlPlane {
         if self.config.require_backend && !self.dispatch.has_room().await {
             return Err(ControlError::NoBackend);
         }
+        let busy: Vec<f64> = self.loops.iter().map(LoopHandle::busy_ratio).collect();
+        let limit = self.config.max_loop_busy;
         let reservation = self
             .registry
-            .reserve()
-            .ok_or(ControlError::AtCapacity(self.config.max_sessions))?;
+            .reserve(|i| limit >= 1.0 || busy[i] < limit)
+            .map_err(|r| match r {
+                Refusal::AtCapacity => ControlError::AtCapacity(self.config.max_sessions),
+                Refusal::LoopsSaturated => ControlError::LoopsSaturated(
+                    (busy.iter().copied().fold(1.0, f64::min) * 100.0).round() as u32,
+                ),
+            })?;
         let loop_index = reservation.loop_index;
         let id = SessionId::random();
         let (ufrag, pass) = self.mint_credentials(loop_index);

@@ -102,6 +102,7 @@ fn run(config: Config) -> anyhow::Result<()> {
                 complexity: config.opus_complexity,
             },
             require_backend: config.require_backend,
+            max_loop_busy: config.max_loop_busy,
         },
         dispatch,
     )?);

@@ -26,6 +26,7 @@ use voxgate_proto::bridge::Uplink;
 use voxgate_udp_batch::{RecvBatch, SendBatch};
 
 use crate::audio_bridge::{BridgeError, OwnerEndpoints};
+use crate::busy_meter::{self, BusyMeter, SharedBusy};
 use crate::demux::{Demux, SessionKey};
 use crate::metrics::{DropReason, LoopCounters, LoopMetrics};
 use crate::session::{ClientPath, EndReason, Session, SessionError, SessionId, SessionSnapshot};
@@ -116,9 +117,15 @@ pub struct LoopHandle {
     pub local_addr: SocketAddr,
     tx: SyncSender<Command>,
     waker: Arc<Waker>,
+    busy: SharedBusy,
 }
 
 impl LoopHandle {
+    /// Share of wall time the loop spent working in its last measurement window (0..=1).
+    pub fn busy_ratio(&self) -> f64 {
+        self.busy.ratio()
+    }
+
     pub fn send(&self, cmd: Command) -> Result<(), LoopBusy> {
         match self.tx.try_send(cmd) {
             Ok(()) => {
@@ -155,6 +162,8 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
     let core = spec.core;
     let events = spec.events;
     let metrics = spec.metrics;
+    let busy = SharedBusy::default();
+    let loop_busy = busy.clone();
     let thread = std::thread::Builder::new()
         .name(format!("media-loop-{index}"))
         .spawn(move || {
@@ -178,6 +187,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 timers: Timers::default(),
                 recv_batch: Some(RecvBatch::new(BATCH, RECV_BUF)),
                 send_batch: SendBatch::new(BATCH, RECV_BUF + MAX_HEADER_LEN, local_addr.is_ipv6()),
+                busy: BusyMeter::new(Instant::now(), loop_busy),
             };
             tracing::info!(loop_index = index, %local_addr, "media loop started");
             media_loop.run();
@@ -189,6 +199,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
             local_addr,
             tx,
             waker,
+            busy,
         },
         thread,
     ))
@@ -221,6 +232,8 @@ struct MediaLoop {
     recv_batch: Option<RecvBatch>,
     /// Transmits of the current wakeup, sent with `sendmmsg`.
     send_batch: SendBatch,
+    /// Work vs. wait time, read by admission control.
+    busy: BusyMeter,
 }
 
 impl MediaLoop {
@@ -228,17 +241,19 @@ impl MediaLoop {
         let mut events = Events::with_capacity(64);
         let mut shutdown_by: Option<Instant> = None;
         loop {
-            let timeout = self
-                .timers
-                .next_deadline()
-                .map(|d| d.saturating_duration_since(Instant::now()));
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            // Wake at least once per busy window so an idle loop's ratio falls to zero.
+            let timeout = self.timers.next_deadline().map_or(busy_meter::WINDOW, |d| {
+                d.saturating_duration_since(Instant::now())
+                    .min(busy_meter::WINDOW)
+            });
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 tracing::error!(loop_index = self.index, error = %e, "poll failed; loop stops");
                 break;
             }
+            let woke = Instant::now();
             self.counters.wakeups += 1;
             for event in events.iter() {
                 if event.token() == SOCKET {
@@ -253,6 +268,9 @@ impl MediaLoop {
             }
             self.run_timers(Instant::now());
             self.flush_sends();
+            if let Some(ratio) = self.busy.worked(woke, Instant::now()) {
+                self.metrics.set_busy(ratio);
+            }
             self.metrics
                 .publish(&mut self.counters, self.sessions.len());
             if shutdown_by.is_some_and(|t| self.sessions.is_empty() || Instant::now() >= t) {

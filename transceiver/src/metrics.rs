@@ -143,6 +143,8 @@ pub struct Metrics {
     send_errors: Family<LoopLabel, Counter>,
     drops: Family<LoopReasonLabel, Counter>,
     sessions_active: Family<LoopLabel, Gauge>,
+    loop_busy: Family<LoopLabel, Gauge<f64, AtomicU64>>,
+    sessions_refused: Family<ReasonLabel, Counter>,
     wakeups: Family<LoopLabel, Counter>,
     sessions_ended: Family<ReasonLabel, Counter>,
     signaling_responses: Family<StatusLabel, Counter>,
@@ -175,6 +177,8 @@ impl Metrics {
             send_errors: Family::default(),
             drops: Family::default(),
             sessions_active: Family::default(),
+            loop_busy: Family::default(),
+            sessions_refused: Family::default(),
             wakeups: Family::default(),
             sessions_ended: Family::default(),
             signaling_responses: Family::default(),
@@ -224,6 +228,16 @@ impl Metrics {
             "sessions_active",
             "Sessions owned by a media loop",
             m.sessions_active.clone(),
+        );
+        registry.register(
+            "loop_busy_ratio",
+            "Share of wall time a media loop spent working (not waiting in poll), last 0.5 s window",
+            m.loop_busy.clone(),
+        );
+        registry.register(
+            "sessions_refused",
+            "New sessions refused with 503, by reason",
+            m.sessions_refused.clone(),
         );
         registry.register(
             "loop_wakeups",
@@ -314,6 +328,7 @@ impl Metrics {
             send_errors: self.send_errors.get_or_create(&l).clone(),
             wakeups: self.wakeups.get_or_create(&l).clone(),
             sessions_active: self.sessions_active.get_or_create(&l).clone(),
+            busy: self.loop_busy.get_or_create(&l).clone(),
             drops,
             uplink_frames: self.uplink_frames.get_or_create(&l).clone(),
             uplink_concealed: self.uplink_concealed.get_or_create(&l).clone(),
@@ -322,6 +337,15 @@ impl Metrics {
             tap_dropped: self.tap_dropped.get_or_create(&l).clone(),
             handoff: self.handoff.get_or_create(&l).clone(),
         }
+    }
+
+    /// A POST answered 503; `reason` is one of a few fixed words (capacity, overloaded, ...).
+    pub fn session_refused(&self, reason: &str) {
+        self.sessions_refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
     }
 
     pub fn session_created(&self) {
@@ -396,6 +420,7 @@ pub struct LoopMetrics {
     send_errors: Counter,
     wakeups: Counter,
     sessions_active: Gauge,
+    busy: Gauge<f64, AtomicU64>,
     drops: [Counter; DropReason::ALL.len()],
     uplink_frames: Counter,
     uplink_concealed: Counter,
@@ -406,6 +431,11 @@ pub struct LoopMetrics {
 }
 
 impl LoopMetrics {
+    /// The loop's busy ratio of its last window (see `busy_meter`).
+    pub fn set_busy(&self, ratio: f64) {
+        self.busy.set(ratio);
+    }
+
     /// Adds the pending counts to the shared metrics and zeroes them.
     pub fn publish(&self, pending: &mut LoopCounters, sessions_active: usize) {
         fn flush(c: &Counter, v: &mut u64) {

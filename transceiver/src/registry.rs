@@ -30,6 +30,15 @@ pub struct Reservation {
     pub loop_index: usize,
 }
 
+/// Why no slot was reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `--max-sessions` sessions exist (or are being set up).
+    AtCapacity,
+    /// Every loop is past `--max-loop-busy`.
+    LoopsSaturated,
+}
+
 impl Registry {
     pub fn new(loops: usize, max_sessions: usize) -> Self {
         Registry {
@@ -48,21 +57,23 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reserves a slot on the least-loaded loop, or `None` at capacity.
-    pub fn reserve(&self) -> Option<Reservation> {
+    /// Reserves a slot on the least-loaded loop among those `has_room` accepts.
+    pub fn reserve(&self, has_room: impl Fn(usize) -> bool) -> Result<Reservation, Refusal> {
         let mut g = self.lock();
         if g.sessions.len() + g.reserved >= self.max_sessions {
-            return None;
+            return Err(Refusal::AtCapacity);
         }
         let loop_index = g
             .per_loop
             .iter()
             .enumerate()
+            .filter(|(i, _)| has_room(*i))
             .min_by_key(|(_, n)| **n)
-            .map(|(i, _)| i)?;
+            .map(|(i, _)| i)
+            .ok_or(Refusal::LoopsSaturated)?;
         g.per_loop[loop_index] += 1;
         g.reserved += 1;
-        Some(Reservation { loop_index })
+        Ok(Reservation { loop_index })
     }
 
     pub fn commit(&self, r: Reservation, id: SessionId) {
@@ -109,24 +120,37 @@ mod tests {
     #[test]
     fn sessions_spread_over_loops_by_load() {
         let r = Registry::new(2, 10);
-        let a = r.reserve().unwrap();
-        let b = r.reserve().unwrap();
+        let a = r.reserve(|_| true).unwrap();
+        let b = r.reserve(|_| true).unwrap();
         assert_ne!(a.loop_index, b.loop_index);
         r.commit(a, SessionId(1));
         r.commit(b, SessionId(2));
         assert_eq!(r.len(), 2);
         assert!(r.remove(SessionId(1)));
         assert!(!r.remove(SessionId(1)));
-        assert_eq!(r.reserve().unwrap().loop_index, 0);
+        assert_eq!(r.reserve(|_| true).unwrap().loop_index, 0);
     }
 
     #[test]
     fn reservations_count_against_capacity() {
         let r = Registry::new(1, 2);
-        let a = r.reserve().unwrap();
-        let _b = r.reserve().unwrap();
-        assert!(r.reserve().is_none());
+        let a = r.reserve(|_| true).unwrap();
+        let _b = r.reserve(|_| true).unwrap();
+        assert_eq!(r.reserve(|_| true).unwrap_err(), Refusal::AtCapacity);
         r.cancel(a);
-        assert!(r.reserve().is_some());
+        assert!(r.reserve(|_| true).is_ok());
+    }
+
+    #[test]
+    fn saturated_loops_are_skipped_and_all_saturated_is_refused() {
+        let r = Registry::new(3, 100);
+        // Loop 0 is the least loaded but saturated: the next least-loaded loop with room wins.
+        let a = r.reserve(|i| i != 0).unwrap();
+        assert_eq!(a.loop_index, 1);
+        let b = r.reserve(|i| i != 0).unwrap();
+        assert_eq!(b.loop_index, 2);
+        assert_eq!(r.reserve(|_| false).unwrap_err(), Refusal::LoopsSaturated);
+        // A refusal reserves nothing.
+        assert_eq!(r.reserve(|_| true).unwrap().loop_index, 0);
     }
 }

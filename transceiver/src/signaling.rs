@@ -67,6 +67,7 @@ impl IntoResponse for ControlError {
             ControlError::AtCapacity(_)
             | ControlError::Draining
             | ControlError::LoopBusy(_)
+            | ControlError::LoopsSaturated(_)
             | ControlError::NoBackend => StatusCode::SERVICE_UNAVAILABLE,
             ControlError::NotFound => StatusCode::NOT_FOUND,
             ControlError::Conflict(_) => StatusCode::CONFLICT,
@@ -182,7 +183,15 @@ async fn create_session(
         Ok(m) => m,
         Err(msg) => return Ok((StatusCode::BAD_REQUEST, msg).into_response()),
     };
-    let created = state.control.create(&body, metadata).await?;
+    let created = match state.control.create(&body, metadata).await {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(reason) = e.refusal_reason() {
+                state.control.metrics.session_refused(reason);
+            }
+            return Err(e);
+        }
+    };
     let location = format!(
         "{}/v1/sessions/{}",
         state.public_url.as_deref().unwrap_or(""),

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use support::{http_get, metric_sum, ServerProcess};
+use support::{http_get, http_post_sdp, metric_sum, ServerProcess};
 use voxgate_proto::hint::{self, FleetKey, Keyring};
 use voxgate_testkit::{Fleet, SessionConfig};
 
@@ -169,6 +169,87 @@ fn ipv6_sessions_connect_directly_and_their_hints_name_the_ipv6_loop() {
         loops.insert(loop_index);
     }
     assert_eq!(loops.len(), 2, "both IPv6 loops carry sessions");
+}
+
+/// The busy gauge of `loop_label` as a float (metric_sum truncates to integers).
+fn loop_busy(server: &ServerProcess, loop_label: &str) -> f64 {
+    metrics(server)
+        .lines()
+        .find(|l| l.starts_with("voxgate_loop_busy_ratio{") && l.contains(loop_label))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Admission control by load: with a (deliberately tiny) `--max-loop-busy`, sessions are taken
+/// while the loop is idle, then refused with 503 + Retry-After once the loop measurably works,
+/// and taken again once their load is gone. The sessions already admitted keep their audio.
+#[test]
+fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
+    let server = ServerProcess::start(&["--loops", "1", "--max-loop-busy", "0.001"]);
+    let mut fleet = Fleet::new().unwrap();
+    // Each admitted session sends audio for 20 s; open sessions until one is refused.
+    let mut refusal = None;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while refusal.is_none() && Instant::now() < deadline {
+        match fleet.open(client(&server, fleet.len() as u64, Duration::from_secs(20))) {
+            Ok(_) => {
+                fleet.run_for(Duration::from_millis(50));
+            }
+            Err(e) => refusal = Some(e),
+        }
+    }
+    let admitted = fleet.len();
+    let refusal = refusal.expect("no session was refused while the loop worked");
+    assert!(admitted >= 1, "the idle loop refused the first session");
+    assert_eq!(refusal.status(), Some(503), "{refusal}");
+    assert!(
+        refusal.to_string().contains("saturated"),
+        "the 503 says why: {refusal}"
+    );
+    let text = metrics(&server);
+    assert_eq!(
+        metric_sum(
+            &text,
+            "voxgate_sessions_refused_total",
+            &["reason=\"loops_saturated\""]
+        ),
+        1
+    );
+    assert!(loop_busy(&server, "loop=\"0\"") >= 0.001, "{text}");
+    // A raw POST shows the Retry-After.
+    let raw = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
+    assert_eq!(raw.status, 503, "{}", raw.body);
+    assert_eq!(raw.header("retry-after").as_deref(), Some("1"));
+
+    // The admitted sessions were not disturbed.
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected()),
+        "{}/{admitted} admitted sessions connected",
+        fleet.connected_count()
+    );
+    fleet.run_for(Duration::from_secs(1));
+    for i in 0..fleet.len() {
+        let snap = fleet.server_state(i).unwrap();
+        assert!(
+            snap["counters"]["audio_packets_in"].as_u64().unwrap() > 0,
+            "admitted session {i} carries audio: {snap}"
+        );
+    }
+
+    // Load gone: within a couple of windows the loop takes sessions again.
+    for i in 0..fleet.len() {
+        fleet.delete(i).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let accepted = loop {
+        let r = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
+        if r.status == 201 || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(accepted.status, 201, "{}", accepted.body);
 }
 
 #[test]
