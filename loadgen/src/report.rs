@@ -193,6 +193,23 @@ fn shortfall(r: &LoadResult, sessions: usize) -> String {
             r.sessions_signaled, sessions
         ));
     }
+    let saturated = r
+        .first_signaling_error
+        .as_deref()
+        .is_some_and(|e| e.contains("saturated"));
+    if r.signaling_errors > 0 && saturated {
+        notes.push(format!(
+            "capacity reached: the transceiver admitted {} of {} and refused {} with 503 (media \
+             loop past --max-loop-busy); measured at the admitted load",
+            r.sessions_signaled, sessions, r.signaling_errors
+        ));
+    } else if r.signaling_errors > 0 {
+        notes.push(format!(
+            "{} signaling errors, first: {}",
+            r.signaling_errors,
+            r.first_signaling_error.as_deref().unwrap_or("?").trim()
+        ));
+    }
     let up = r.sessions_connected_window_end.max(1) as f64;
     let uplink = r.window_audio_sent as f64 / r.window_secs.max(1e-9);
     if uplink < 0.95 * 50.0 * up {
