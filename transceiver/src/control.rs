@@ -91,6 +91,8 @@ pub struct ControlPlane {
     cert: DtlsCert,
     serial: AtomicU64,
     draining: AtomicBool,
+    /// Whether the last admission found every loop saturated (logs only the transitions).
+    saturated: AtomicBool,
     dispatch: DispatchHandle,
 }
 
@@ -115,6 +117,7 @@ impl ControlPlane {
             cert,
             serial: AtomicU64::new(1),
             draining: AtomicBool::new(false),
+            saturated: AtomicBool::new(false),
             dispatch,
         })
     }
@@ -180,10 +183,21 @@ impl ControlPlane {
             .reserve(|i| limit >= 1.0 || busy[i] < limit)
             .map_err(|r| match r {
                 Refusal::AtCapacity => ControlError::AtCapacity(self.config.max_sessions),
-                Refusal::LoopsSaturated => ControlError::LoopsSaturated(
-                    (busy.iter().copied().fold(1.0, f64::min) * 100.0).round() as u32,
-                ),
+                Refusal::LoopsSaturated => {
+                    let least = (busy.iter().copied().fold(1.0, f64::min) * 100.0).round() as u32;
+                    if !self.saturated.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            least_busy_percent = least,
+                            limit = self.config.max_loop_busy,
+                            "every media loop is saturated: refusing new sessions"
+                        );
+                    }
+                    ControlError::LoopsSaturated(least)
+                }
             })?;
+        if self.saturated.swap(false, Ordering::Relaxed) {
+            tracing::info!("a media loop has room again: admitting new sessions");
+        }
         let loop_index = reservation.loop_index;
         let id = SessionId::random();
         let (ufrag, pass) = self.mint_credentials(loop_index);

@@ -250,6 +250,14 @@ fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(accepted.status, 201, "{}", accepted.body);
+    // Operators see the transitions, once each, not a line per refused POST.
+    let log = server.log_tail(400);
+    assert_eq!(
+        log.matches("every media loop is saturated: refusing").count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("a media loop has room again"), "{log}");
 }
 
 #[test]
