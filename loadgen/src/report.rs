@@ -386,11 +386,19 @@ fn markdown(r: &SuiteResults) -> String {
         m.load_at_start
     );
     let _ = writeln!(md, "| run time | {:.0} s |", r.duration_secs);
+    let placement = match &r.cpu_split {
+        Some(split) => format!(
+            "every thread of each server under test (transceiver, relay, Janus, coturn, forwarder) on core {} (`taskset`), the load generator's on core {}, so neither takes CPU from the other",
+            split.server, split.generator
+        ),
+        None => "servers and load generator share every core".to_string(),
+    };
     let _ = writeln!(
         md,
-        "| transceiver | `--loops {}` (pinned to core 0), Opus downlink 32 kbit/s, complexity 5; a fresh process per scenario |",
+        "| transceiver | `--loops {}`, Opus downlink 32 kbit/s, complexity 5; a fresh process per scenario |",
         r.loops
     );
+    let _ = writeln!(md, "| cores | {placement} |");
     let _ = writeln!(
         md,
         "| clients | testkit str0m clients (ICE, DTLS-SRTP, real Opus at 50 packets/s, pre-encoded tone), Poisson arrivals, seeded |\n"

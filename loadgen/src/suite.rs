@@ -247,6 +247,8 @@ pub struct SuiteResults {
     pub via_relay_skipped: Option<String>,
     pub micro: Vec<MicroBench>,
     pub profiles: Vec<ServerProfile>,
+    /// Cores of the server under test and of the load generator (none: not split).
+    pub cpu_split: Option<CpuSplit>,
     /// Scenarios that failed, with why.
     pub errors: Vec<String>,
 }
@@ -351,15 +353,59 @@ fn wait_tcp(addr: SocketAddr, timeout: Duration) -> anyhow::Result<()> {
     bail!("{addr} did not accept within {timeout:?}")
 }
 
-/// Runs a command in `netns` when given.
-fn in_netns(netns: Option<&str>, program: &Path) -> Command {
-    match netns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns]).arg(program);
-            c
+/// How the machine's cores are split between the server under test and the load generator,
+/// so neither steals CPU from the other (the figures are per core of the server).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CpuSplit {
+    /// `taskset -c` list for every server process (transceiver, relay, peers, forwarder).
+    pub server: String,
+    /// The load generator's own cores (this process and its threads).
+    pub generator: String,
+}
+
+impl CpuSplit {
+    /// `loops` cores for the server, the rest for the generator; `None` when nothing is left.
+    fn for_loops(loops: usize) -> Option<CpuSplit> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if loops == 0 || loops >= cores {
+            return None;
         }
-        None => Command::new(program),
+        let list = |a: usize, b: usize| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        };
+        Some(CpuSplit {
+            server: list(0, loops - 1),
+            generator: list(loops, cores - 1),
+        })
+    }
+
+    /// Confines the calling thread, and so every thread it starts later, to the generator's
+    /// cores. Servers are started through `taskset` with their own list.
+    fn pin_generator(&self, loops: usize) -> anyhow::Result<()> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write inside it, and
+        // sched_setaffinity reads `size_of::<cpu_set_t>()` bytes of it.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_ZERO(&mut set);
+            for c in loops..cores {
+                libc::CPU_SET(c, &mut set);
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if rc != 0 {
+            bail!(
+                "sched_setaffinity to cores {}: {}",
+                self.generator,
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
     }
 }
 
@@ -435,6 +481,22 @@ fn machine() -> Machine {
 }
 
 impl Suite<'_> {
+    /// A server process's command: on the server's cores (when the suite split them), inside
+    /// `netns` when given.
+    fn server_command(&self, netns: Option<&str>, program: &Path) -> Command {
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(split) = &self.results.cpu_split {
+            argv.extend(["taskset".into(), "-c".into(), split.server.clone().into()]);
+        }
+        if let Some(ns) = netns {
+            argv.extend(["ip".into(), "netns".into(), "exec".into(), ns.into()]);
+        }
+        argv.push(program.as_os_str().to_owned());
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        cmd
+    }
+
     fn skip(&self, what: &str) -> bool {
         self.args.skip.iter().any(|s| s == what)
     }
@@ -477,7 +539,7 @@ impl Suite<'_> {
         let signal = SocketAddr::new(o.ip, free_tcp_port(probe)?);
         let grpc = SocketAddr::new(o.ip, free_tcp_port(probe)?);
         let media = SocketAddr::new(o.ip, free_udp_ports(probe, self.args.loops as u16)?);
-        let mut cmd = in_netns(o.netns, &bin);
+        let mut cmd = self.server_command(o.netns, &bin);
         cmd.arg("--signal-listen")
             .arg(signal.to_string())
             .arg("--media-listen")
@@ -821,7 +883,7 @@ impl Suite<'_> {
                 let port = free_tcp_port(self.args.peer_host_ip).unwrap_or(28088);
                 let dir = self.args.work_dir.join("janus");
                 janus.write_config(&dir, port, self.args.peer_ns_ip, &self.args.peer_ns_if)?;
-                let mut cmd = in_netns(Some(&ns), Path::new(&janus.binary));
+                let mut cmd = self.server_command(Some(&ns), Path::new(&janus.binary));
                 cmd.arg("-F")
                     .arg(&dir)
                     .arg("-C")
@@ -887,7 +949,7 @@ impl Suite<'_> {
         let public = SocketAddr::new(ip, free_udp_ports(ip, 1)?);
         let internal = SocketAddr::new(ip, free_udp_ports(ip, 1)?);
         let metrics = SocketAddr::new(ip, free_tcp_port(ip)?);
-        let mut cmd = Command::new(bin);
+        let mut cmd = self.server_command(None, &bin);
         cmd.arg("--listen")
             .arg(public.to_string())
             .arg("--internal-listen")
@@ -1086,7 +1148,7 @@ impl Suite<'_> {
         let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let listen = SocketAddr::new(ip, free_udp_ports(ip, 1)?);
         let sink = SocketAddr::new(ip, free_udp_ports(ip, 1)?);
-        let mut cmd = Command::new(loadgen);
+        let mut cmd = self.server_command(None, Path::new(loadgen));
         cmd.arg("forwarder")
             .arg("--listen")
             .arg(listen.to_string())
@@ -1112,8 +1174,8 @@ impl Suite<'_> {
         let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let port = free_udp_ports(ip, 1)?;
         let relay_base = free_udp_ports(ip, 1)?.clamp(20_000, 60_000);
-        let mut cmd = Command::new("taskset");
-        cmd.args(["-c", "0"]).arg(bin).args([
+        let mut cmd = self.server_command(None, &bin);
+        cmd.args([
             "-n",
             "--no-auth",
             "--listening-ip",
@@ -1329,6 +1391,11 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<()> {
     crate::proc_stat::raise_nofile_limit()?;
     let started = Instant::now();
     let plan = Plan::of(args.profile);
+    // Before any thread starts: every later thread of this process inherits the mask.
+    let cpu_split = CpuSplit::for_loops(args.loops);
+    if let Some(split) = &cpu_split {
+        split.pin_generator(args.loops)?;
+    }
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     let dirty =
         git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
@@ -1350,6 +1417,7 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<()> {
             command: args.command.clone(),
             loops: args.loops,
             plan: Some(plan),
+            cpu_split,
             ..SuiteResults::default()
         },
         run_no: 0,

@@ -282,7 +282,10 @@ impl MediaLoop {
     }
 
     /// Reads until the socket is empty (mio is edge-triggered), a batch per system call, and
-    /// sends what the batch produced in one `sendmmsg`.
+    /// sends what the batch produced in one `sendmmsg`. A batch that comes back short emptied
+    /// the queue: on Linux every datagram that arrives later raises a new edge, so the loop
+    /// does not spend a second `recvmmsg` per wakeup just to hear `EAGAIN` (the relay does the
+    /// same).
     fn read_socket(&mut self) {
         let Some(mut batch) = self.recv_batch.take() else {
             return;
@@ -290,7 +293,7 @@ impl MediaLoop {
         loop {
             match batch.recv(&self.socket) {
                 Ok(0) => break,
-                Ok(_) => {
+                Ok(n) => {
                     let now = Instant::now();
                     for r in batch.iter() {
                         self.counters.datagrams_in += 1;
@@ -302,6 +305,9 @@ impl MediaLoop {
                         self.on_datagram(now, r.from, r.bytes);
                     }
                     self.flush_sends();
+                    if n < BATCH {
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {

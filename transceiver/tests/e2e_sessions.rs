@@ -253,7 +253,8 @@ fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
     // Operators see the transitions, once each, not a line per refused POST.
     let log = server.log_tail(400);
     assert_eq!(
-        log.matches("every media loop is saturated: refusing").count(),
+        log.matches("every media loop is saturated: refusing")
+            .count(),
         1,
         "{log}"
     );
