@@ -39,6 +39,8 @@ const RECV_BUF: usize = 2048;
 const COMMAND_QUEUE: usize = 1024;
 /// Datagrams per `recvmmsg` / `sendmmsg`.
 const BATCH: usize = 32;
+/// Longest stretch of timer work before the loop reads its socket again (see `run_timers`).
+const TIMER_PASS_SLICE: Duration = Duration::from_micros(250);
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;
 /// Longest a loop keeps running after shutdown to flush its sessions' goodbyes.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
@@ -468,8 +470,14 @@ impl MediaLoop {
         });
     }
 
-    fn run_timers(&mut self, now: Instant) {
-        while let Some(entry) = self.timers.pop_due(now) {
+    /// Runs every timer due by `due_by`. A pass can be long (each session with downlink audio
+    /// encodes a frame on its 20 ms tick, ~0.1 ms apiece), so the socket is read in between
+    /// every [`TIMER_PASS_SLICE`]: a caller's packet then waits for at most one slice, not for
+    /// the whole pass, before it is decoded and handed to its backend.
+    fn run_timers(&mut self, due_by: Instant) {
+        let mut now = due_by;
+        let mut last_read = Instant::now();
+        while let Some(entry) = self.timers.pop_due(due_by) {
             let Some(session) = self.sessions.get_mut(entry.key) else {
                 continue;
             };
@@ -479,6 +487,15 @@ impl MediaLoop {
             session.scheduled = None;
             session.handle_timeout(now);
             self.drive(now, entry.key, None);
+            let t = Instant::now();
+            if t.duration_since(last_read) >= TIMER_PASS_SLICE {
+                self.flush_sends();
+                self.read_socket();
+                // Sessions just fed newer instants by their datagrams: never hand a later
+                // timer an older one.
+                last_read = Instant::now();
+                now = last_read;
+            }
         }
     }
 
