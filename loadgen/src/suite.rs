@@ -353,6 +353,13 @@ fn wait_tcp(addr: SocketAddr, timeout: Duration) -> anyhow::Result<()> {
     bail!("{addr} did not accept within {timeout:?}")
 }
 
+/// CPUs online on the machine, whatever this thread's affinity (the suite pins itself).
+fn online_cores() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|n| *n > 0).unwrap_or(1)
+}
+
 /// How the machine's cores are split between the server under test and the load generator,
 /// so neither steals CPU from the other (the figures are per core of the server).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -367,7 +374,7 @@ pub struct CpuSplit {
 impl CpuSplit {
     /// `loops` cores for the server, the rest for the generator; `None` when nothing is left.
     fn for_loops(loops: usize) -> Option<CpuSplit> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = online_cores();
         if loops == 0 || loops >= cores {
             return None;
         }
@@ -387,7 +394,7 @@ impl CpuSplit {
     /// Confines the calling thread, and so every thread it starts later, to the generator's
     /// cores. Servers are started through `taskset` with their own list.
     fn pin_generator(&self, loops: usize) -> anyhow::Result<()> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = online_cores();
         // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write inside it, and
         // sched_setaffinity reads `size_of::<cpu_set_t>()` bytes of it.
         let rc = unsafe {
@@ -469,7 +476,7 @@ fn machine() -> Machine {
         .unwrap_or(0.0);
     Machine {
         cpu_model,
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cores: online_cores(),
         mem_gib: mem_kib as f64 / 1024.0 / 1024.0,
         kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()
