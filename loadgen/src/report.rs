@@ -1405,6 +1405,7 @@ mod tests {
     #[test]
     fn media_target_uses_the_in_transceiver_handoff() {
         let run = |handoff_p99_us: f64| LoadResult {
+            sessions_connected_window_end: 500,
             media_latency_us: crate::stats::Summary {
                 count: 10,
                 p50: 3_000.0,
@@ -1445,6 +1446,21 @@ mod tests {
         assert!(md.contains(
             "| 500 | 1,000 | 0.040 | 0.030 | ≤ 0.050 | 0.200 | ≤ 0.250 | 3.000 / 20.000 |"
         ));
+        // Admission held the run at 217 sessions: the verdict says so rather than "met at 500".
+        let mut held = r.clone();
+        held.loops = 1;
+        held.cost[0].runs[0].sessions_connected_window_end = 217;
+        let md = markdown(&held);
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| media latency"))
+            .unwrap();
+        assert!(!row.contains("**met**"), "{row}");
+        assert!(
+            row.contains("met (20 % of the limit) at 217 sessions"),
+            "{row}"
+        );
+        assert!(row.contains("need more loops than this run's 1"), "{row}");
         // Results from before the histogram existed still load and render.
         let old: SuiteResults =
             serde_json::from_str(r#"{"cost":[{"mode":"pcm","sessions":500,"runs":[{}]}]}"#)
