@@ -1155,8 +1155,8 @@ fn why_section(md: &mut String, r: &SuiteResults) {
              The answer is produced by the transceiver's control plane (str0m accepts the offer on tokio's blocking pool, \
              then the session is handed to its loop), so it queues behind whatever else runs: during this ramp the \
              transceiver used {} cores and the load generator (clients building offers, DTLS handshakes, the media of the \
-             sessions already up) {} cores of the machine's {}. ICE and DTLS complete on the single media loop, which at \
-             the same time carries the uplink decode of every connected session.",
+             sessions already up) {} cores{}. ICE and DTLS complete on the single media loop, which at \
+             the same time carries the uplink decode of every connected session.{}",
             s.rate,
             num(med(&s.runs, |x| x.setup.answer.p50), 2),
             num(base.and_then(|b| med(&b.runs, |x| x.setup.answer.p50)), 2),
@@ -1165,7 +1165,18 @@ fn why_section(md: &mut String, r: &SuiteResults) {
             num(med(&s.runs, |x| x.setup.dtls_connected.p50 - x.setup.ice_connected.p50), 2),
             num(med(&s.runs, |x| x.server_cores_ramp), 2),
             num(med(&s.runs, |x| x.loadgen_cores_ramp), 2),
-            r.machine.cores
+            match &r.cpu_split {
+                Some(c) => format!(" (each on its own cores: {} and {})", c.server, c.generator),
+                None => format!(" of the machine's {}", r.machine.cores),
+            },
+            match med(&s.runs, |x| x.signaling_errors as f64) {
+                Some(e) if e > 0.0 => format!(
+                    " {e:.0} of the {} POSTs were refused with 503: the ramp reached the loop's capacity, so the sessions \
+                     admitted just before it waited behind a nearly saturated loop (the tail of the distribution).",
+                    s.sessions
+                ),
+                _ => String::new(),
+            }
         );
     }
     // PCM downlink shortfall.
