@@ -150,6 +150,26 @@ fn caller(t: &Transceiver, tone: f32, send_for: Duration) -> SessionConfig {
     }
 }
 
+/// Every caller of `fleet` connects, and hears at least half a second of its echo back.
+fn connect_all_and_hear_the_echo(fleet: &mut Fleet, t: &Transceiver, relay: &RelayProcess) {
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(20), |f| f
+            .all_connected()),
+        "{}/{} connected\n{}\nrelay:\n{}",
+        fleet.connected_count(),
+        fleet.len(),
+        t.proc.log_text(),
+        relay.log_text()
+    );
+    let echoed = fleet.run_until(Instant::now() + Duration::from_secs(20), |f| {
+        (0..f.len()).all(|i| f.report(i).audio_packets_received >= 25)
+    });
+    let deaf: Vec<usize> = (0..fleet.len())
+        .filter(|i| fleet.report(*i).audio_packets_received < 25)
+        .collect();
+    assert!(echoed, "callers without their echo: {deaf:?}");
+}
+
 #[test]
 fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
     let ports = RelayPorts::new(2);
@@ -163,20 +183,7 @@ fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
             .open(caller(&t, 300.0 + 10.0 * i as f32, Duration::from_secs(1)))
             .unwrap();
     }
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(20), |f| f
-            .all_connected()),
-        "{}/50 connected\n{}",
-        fleet.connected_count(),
-        t.proc.log_text()
-    );
-    let echoed = fleet.run_until(Instant::now() + Duration::from_secs(20), |f| {
-        (0..f.len()).all(|i| f.report(i).audio_packets_received >= 25)
-    });
-    let deaf: Vec<usize> = (0..fleet.len())
-        .filter(|i| fleet.report(*i).audio_packets_received < 25)
-        .collect();
-    assert!(echoed, "callers without their echo: {deaf:?}");
+    connect_all_and_hear_the_echo(&mut fleet, &t, &relay);
     let mut loops = HashSet::new();
     for i in 0..fleet.len() {
         let r = fleet.report(i);
@@ -392,21 +399,7 @@ fn ipv6_sessions_through_the_relay_exchange_audio_both_ways() {
             })
             .unwrap();
     }
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(20), |f| f
-            .all_connected()),
-        "{}/10 connected\n{}\nrelay:\n{}",
-        fleet.connected_count(),
-        t.proc.log_text(),
-        relay.log_text()
-    );
-    let echoed = fleet.run_until(Instant::now() + Duration::from_secs(20), |f| {
-        (0..f.len()).all(|i| f.report(i).audio_packets_received >= 25)
-    });
-    let deaf: Vec<usize> = (0..fleet.len())
-        .filter(|i| fleet.report(*i).audio_packets_received < 25)
-        .collect();
-    assert!(echoed, "callers without their echo: {deaf:?}");
+    connect_all_and_hear_the_echo(&mut fleet, &t, &relay);
     let keys = Keyring::new(fleet_key());
     let workers: Vec<SocketAddr> = (0..2)
         .map(|k| SocketAddr::new(v6, ports.internal_base + k))
