@@ -170,6 +170,25 @@ fn connect_all_and_hear_the_echo(fleet: &mut Fleet, t: &Transceiver, relay: &Rel
     assert!(echoed, "callers without their echo: {deaf:?}");
 }
 
+/// Session `i`'s server state, after checking that its client only ever talked to the relay's
+/// public port and that the transceiver saw the client's true address through the relay.
+fn relayed_session(
+    fleet: &Fleet,
+    i: usize,
+    t: &Transceiver,
+    relay: &RelayProcess,
+) -> serde_json::Value {
+    let seen: HashSet<SocketAddr> = fleet.session(i).remote_addrs_seen().clone();
+    assert_eq!(seen, HashSet::from([relay.public]), "client {i}");
+    let snap = session_json(t, &fleet.report(i).location);
+    assert_eq!(
+        snap["client_addrs"][0],
+        fleet.session(i).local_addr().to_string(),
+        "the transceiver saw the true client address: {snap}"
+    );
+    snap
+}
+
 #[test]
 fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
     let ports = RelayPorts::new(2);
@@ -192,16 +211,7 @@ fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
             "{i}: sent {}",
             r.audio_packets_sent
         );
-        // The client only ever talked to the relay's public port.
-        let seen: HashSet<SocketAddr> = fleet.session(i).remote_addrs_seen().clone();
-        assert_eq!(seen, HashSet::from([relay.public]), "client {i}");
-        // The transceiver saw the true client address, through the relay.
-        let snap = session_json(&t, &r.location);
-        assert_eq!(
-            snap["client_addrs"][0],
-            fleet.session(i).local_addr().to_string(),
-            "{snap}"
-        );
+        let snap = relayed_session(&fleet, i, &t, &relay);
         assert_eq!(snap["relays"].as_array().map(Vec::len), Some(1), "{snap}");
         assert!(snap["counters"]["audio_packets_in"].as_u64().unwrap() >= 45);
         loops.insert(snap["loop"].as_u64().unwrap());
@@ -406,15 +416,7 @@ fn ipv6_sessions_through_the_relay_exchange_audio_both_ways() {
         .collect();
     let mut loops = HashSet::new();
     for i in 0..fleet.len() {
-        let r = fleet.report(i);
-        let seen: HashSet<SocketAddr> = fleet.session(i).remote_addrs_seen().clone();
-        assert_eq!(seen, HashSet::from([relay.public]), "client {i}");
-        let snap = session_json(&t, &r.location);
-        assert_eq!(
-            snap["client_addrs"][0],
-            fleet.session(i).local_addr().to_string(),
-            "the transceiver saw the true IPv6 client address: {snap}"
-        );
+        let snap = relayed_session(&fleet, i, &t, &relay);
         let via: SocketAddr = snap["relays"][0].as_str().unwrap().parse().unwrap();
         assert!(workers.contains(&via), "{via} is not a worker: {snap}");
         let ufrag = snap["server_ufrag"].as_str().unwrap();
