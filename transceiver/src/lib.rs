@@ -1,26 +1,25 @@
 //! voxgate transceiver: terminates WebRTC for many sessions and exposes them to the control
 //! plane.
 //!
-//! Data flow: a client POSTs an SDP offer to [`signaling`]; the [`control`] plane validates it
-//! ([`offer`]), reserves a slot on the least-loaded media loop ([`registry`]), mints an ICE
-//! ufrag that carries the routing hint for that loop, builds the str0m session ([`session`])
-//! and hands it to the loop. From then on the loop ([`media_loop`]) owns it: its UDP socket
-//! receives STUN, DTLS and SRTP, [`demux`] finds the session by ufrag (first authenticated STUN)
-//! and then by client address, and [`timers`] wake it for str0m's deadlines. Loops report ends
-//! back to the control plane; counters go to [`metrics`]. Each loop measures how busy it is
-//! ([`busy_meter`]) so admission can refuse sessions a saturated loop could not carry.
+//! Data flow: a client POSTs an SDP offer to [`control::signaling`]; the control plane
+//! ([`control::plane`]) validates it ([`control::offer`]), reserves a slot on the least-loaded
+//! media loop ([`control::registry`]), mints an ICE ufrag that carries the routing hint for that
+//! loop, builds the str0m session ([`media::session`]) and hands it to the loop. From then on
+//! the loop ([`media::r#loop`]) owns it: its UDP socket receives STUN, DTLS and SRTP,
+//! [`media::demux`] finds the session by ufrag (first authenticated STUN) and then by client
+//! address, and [`media::timers`] wake it for str0m's deadlines. Loops report ends back to the
+//! control plane; counters go to [`metrics`]. Each loop measures how busy it is
+//! ([`media::busy_meter`]) so admission can refuse sessions a saturated loop could not carry.
+//! The backend side ([`backend`]) dispatches each new session to a gRPC worker, whose stream
+//! then carries the session's audio ([`media::audio_bridge`]); [`auth`] checks the bearer
+//! tokens of both the HTTP and the gRPC edge.
+//!
+//! Layers, each calling only those below it: [`auth`] and [`metrics`]; [`media`]; the
+//! dispatcher's inbox ([`backend::dispatch`], [`backend::dispatch_handle`]); [`control`]; the
+//! gRPC edge and the dispatcher task ([`backend::bridge_service`], [`backend::dispatch_task`]).
 
-pub mod audio_bridge;
-pub mod bridge_service;
-pub mod busy_meter;
-pub mod config;
+pub mod auth;
+pub mod backend;
 pub mod control;
-pub mod demux;
-pub mod dispatch;
-pub mod media_loop;
+pub mod media;
 pub mod metrics;
-pub mod offer;
-pub mod registry;
-pub mod session;
-pub mod signaling;
-pub mod timers;

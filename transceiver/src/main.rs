@@ -8,19 +8,19 @@ use anyhow::Context;
 use clap::Parser;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use voxgate_transceiver::config::{Config, KeySource, LogFormat};
-use voxgate_transceiver::control::{ControlPlane, ControlPlaneConfig};
+use voxgate_transceiver::control::config::{Config, KeySource, LogFormat};
+use voxgate_transceiver::control::plane::{ControlPlane, ControlPlaneConfig};
 
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
-use voxgate_transceiver::audio_bridge::EncoderSettings;
-use voxgate_transceiver::bridge_service::{
-    run_dispatcher, BridgeService, DispatchHandle, DispatchMsg,
-};
-use voxgate_transceiver::dispatch::Dispatcher;
-use voxgate_transceiver::media_loop::{self, LoopEvent, LoopSpec};
+use voxgate_transceiver::backend::bridge_service::BridgeService;
+use voxgate_transceiver::backend::dispatch::Dispatcher;
+use voxgate_transceiver::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
+use voxgate_transceiver::backend::dispatch_task::run_dispatcher;
+use voxgate_transceiver::control::signaling::{self, AppState};
+use voxgate_transceiver::media::audio_bridge::EncoderSettings;
+use voxgate_transceiver::media::r#loop::{self as media_loop, LoopEvent, LoopSpec};
 use voxgate_transceiver::metrics::Metrics;
-use voxgate_transceiver::signaling::{self, AppState};
 
 fn main() -> ExitCode {
     let config = Config::parse().normalize();

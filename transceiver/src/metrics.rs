@@ -15,8 +15,6 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::audio_bridge::{HandoffHistogram, HANDOFF_BUCKETS_US};
-
 /// A histogram the loop fills in bulk: it counts locally and adds whole bucket deltas at
 /// publish time, so observing a frame costs no atomic operation.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +64,73 @@ impl EncodeMetric for BulkHistogram {
 
     fn metric_type(&self) -> MetricType {
         Self::TYPE
+    }
+}
+
+/// A session's audio-bridge counts, kept by its bridge and summed by its loop.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize, PartialEq, Eq)]
+pub struct BridgeCounters {
+    pub uplink_frames: u64,
+    pub uplink_concealed: u64,
+    pub uplink_dropped: u64,
+    pub downlink_frames: u64,
+    pub downlink_cleared: u64,
+    pub tap_dropped: u64,
+}
+
+impl BridgeCounters {
+    /// `self - earlier`, field by field (counters only grow).
+    pub fn since(&self, earlier: &BridgeCounters) -> BridgeCounters {
+        BridgeCounters {
+            uplink_frames: self.uplink_frames - earlier.uplink_frames,
+            uplink_concealed: self.uplink_concealed - earlier.uplink_concealed,
+            uplink_dropped: self.uplink_dropped - earlier.uplink_dropped,
+            downlink_frames: self.downlink_frames - earlier.downlink_frames,
+            downlink_cleared: self.downlink_cleared - earlier.downlink_cleared,
+            tap_dropped: self.tap_dropped - earlier.tap_dropped,
+        }
+    }
+
+    pub fn add(&mut self, d: &BridgeCounters) {
+        self.uplink_frames += d.uplink_frames;
+        self.uplink_concealed += d.uplink_concealed;
+        self.uplink_dropped += d.uplink_dropped;
+        self.downlink_frames += d.downlink_frames;
+        self.downlink_cleared += d.downlink_cleared;
+        self.tap_dropped += d.tap_dropped;
+    }
+}
+
+/// Upper bounds (µs) of the hand-off latency buckets: socket arrival → frame in the backend
+/// streams' queues. The last bucket is +Inf.
+pub const HANDOFF_BUCKETS_US: [u64; 10] =
+    [25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000];
+
+/// A histogram counted in plain integers on the loop, published in bulk (no atomics per frame).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct HandoffHistogram {
+    pub buckets: [u64; HANDOFF_BUCKETS_US.len() + 1],
+    pub sum_us: u64,
+    pub count: u64,
+}
+
+impl HandoffHistogram {
+    pub fn observe(&mut self, us: u64) {
+        let i = HANDOFF_BUCKETS_US
+            .iter()
+            .position(|b| us <= *b)
+            .unwrap_or(HANDOFF_BUCKETS_US.len());
+        self.buckets[i] += 1;
+        self.sum_us += us;
+        self.count += 1;
+    }
+
+    pub fn add(&mut self, other: &HandoffHistogram) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *a += b;
+        }
+        self.sum_us += other.sum_us;
+        self.count += other.count;
     }
 }
 
@@ -397,7 +462,7 @@ pub struct LoopCounters {
     pub send_errors: u64,
     pub wakeups: u64,
     pub drops: [u64; DropReason::ALL.len()],
-    pub bridge: crate::audio_bridge::BridgeCounters,
+    pub bridge: BridgeCounters,
     pub handoff: HandoffHistogram,
 }
 

@@ -25,12 +25,14 @@ use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 use voxgate_proto::bridge::Uplink;
 use voxgate_udp_batch::{RecvBatch, SendBatch};
 
-use crate::audio_bridge::{BridgeError, OwnerEndpoints};
-use crate::busy_meter::{self, BusyMeter, SharedBusy};
-use crate::demux::{Demux, SessionKey};
+use crate::media::audio_bridge::{BridgeError, OwnerEndpoints};
+use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
+use crate::media::demux::{Demux, SessionKey};
+use crate::media::session::{
+    ClientPath, EndReason, Session, SessionError, SessionId, SessionSnapshot,
+};
+use crate::media::timers::Timers;
 use crate::metrics::{DropReason, LoopCounters, LoopMetrics};
-use crate::session::{ClientPath, EndReason, Session, SessionError, SessionId, SessionSnapshot};
-use crate::timers::Timers;
 
 const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);

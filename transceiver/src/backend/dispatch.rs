@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::session::SessionId;
+use crate::media::session::SessionId;
 
 pub type WorkerId = String;
 

@@ -211,8 +211,8 @@ impl Config {
         }
     }
 
-    pub fn dispatch_config(&self) -> crate::dispatch::DispatchConfig {
-        crate::dispatch::DispatchConfig {
+    pub fn dispatch_config(&self) -> crate::backend::dispatch::DispatchConfig {
+        crate::backend::dispatch::DispatchConfig {
             attach_timeout: Duration::from_secs(self.attach_timeout_secs.max(1)),
             dispatch_timeout: (self.dispatch_timeout_secs > 0)
                 .then(|| Duration::from_secs(self.dispatch_timeout_secs)),

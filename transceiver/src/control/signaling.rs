@@ -21,10 +21,11 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tower_http::cors::CorsLayer;
 
-use crate::control::{ControlError, ControlPlane};
-use crate::session::SessionId;
+use crate::auth;
+use crate::control::plane::{ControlError, ControlPlane};
+use crate::media::session::SessionId;
 
-const INDEX_HTML: &str = include_str!("../web/index.html");
+const INDEX_HTML: &str = include_str!("../../web/index.html");
 
 #[derive(Clone)]
 pub struct AppState {
@@ -97,25 +98,18 @@ async fn require_token(
     req: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = &state.token {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes())) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "missing or invalid bearer token\n",
-            )
-                .into_response();
-        }
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if !auth::bearer_allowed(state.token.as_deref(), presented) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "missing or invalid bearer token\n",
+        )
+            .into_response();
     }
     next.run(req).await
-}
-
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn is_content_type(headers: &HeaderMap, expected: &str) -> bool {
@@ -271,13 +265,6 @@ async fn metrics(State(state): State<AppState>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn token_comparison_needs_exact_match() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-    }
 
     #[test]
     fn content_type_ignores_parameters_and_case() {

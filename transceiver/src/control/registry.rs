@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::session::SessionId;
+use crate::media::session::SessionId;
 
 #[derive(Debug)]
 struct Inner {

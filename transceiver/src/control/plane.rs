@@ -15,13 +15,15 @@ use voxgate_proto::hint::{self, FleetKey, RoutingHint, NONCE_LEN};
 
 use std::collections::HashMap;
 
-use crate::audio_bridge::{EncoderSettings, OwnerEndpoints};
-use crate::bridge_service::{DispatchHandle, DispatchMsg};
-use crate::media_loop::{AttachError, Command, LoopEvent, LoopHandle};
+use crate::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
+use crate::control::offer::{validate_offer, OfferError};
+use crate::control::registry::{Refusal, Registry};
+use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints};
+use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle};
+use crate::media::session::{
+    EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
+};
 use crate::metrics::Metrics;
-use crate::offer::{validate_offer, OfferError};
-use crate::registry::{Refusal, Registry};
-use crate::session::{EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {

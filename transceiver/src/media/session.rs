@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use std::collections::HashMap;
 
-use crate::audio_bridge::{AudioBridge, BridgeAction, BridgeCounters, EncoderSettings};
+use crate::media::audio_bridge::{AudioBridge, BridgeAction, EncoderSettings};
+use crate::metrics::BridgeCounters;
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
 use str0m::config::DtlsCert;

@@ -1,5 +1,4 @@
-//! The gRPC edge of the audio bridge (`voxgate.v1.Bridge`, see `proto/grpc/voxgate.proto`) and
-//! the task that runs the [`Dispatcher`].
+//! The gRPC edge of the audio bridge (`voxgate.v1.Bridge`, see `proto/grpc/voxgate.proto`).
 //!
 //! - `Work`: a backend registers as a worker; dispatch offers flow back on its stream.
 //! - `Session`: the first message attaches the stream as a session's owner; after that,
@@ -8,29 +7,29 @@
 //!   channel is the response stream.
 //! - `Tap`: a listen-only copy of the uplink.
 //!
-//! The dispatcher itself is Sans-IO (`dispatch.rs`); [`run_dispatcher`] feeds it messages and
-//! time and carries out its actions.
+//! The dispatcher itself is Sans-IO ([`crate::backend::dispatch`]);
+//! [`crate::backend::dispatch_task`] runs it.
 
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use voxgate_proto::bridge::bridge_server::{Bridge, BridgeServer};
 use voxgate_proto::bridge::{
-    downlink, worker_command, worker_message, AudioMode, Dispatch, Downlink, TapRequest, Uplink,
-    WorkerCommand, WorkerMessage,
+    downlink, worker_message, AudioMode, Downlink, TapRequest, Uplink, WorkerCommand, WorkerMessage,
 };
 
-use crate::audio_bridge::{valid_sample_rate, OwnerEndpoints};
-use crate::control::ControlPlane;
-use crate::dispatch::{DispatchAction, DispatchError, Dispatcher};
-use crate::media_loop::AttachError;
-use crate::session::{EndReason, SessionId};
+use crate::auth;
+use crate::backend::dispatch::DispatchError;
+use crate::backend::dispatch_handle::DispatchMsg;
+use crate::control::plane::ControlPlane;
+use crate::media::audio_bridge::{valid_sample_rate, OwnerEndpoints};
+use crate::media::r#loop::AttachError;
+use crate::media::session::SessionId;
 
 /// Uplink messages buffered per subscriber (≈ 2 s of frames) before frames are dropped: a
 /// backend further behind than that is stuck, and old audio is worthless to it.
@@ -38,193 +37,6 @@ const UPLINK_QUEUE: usize = 100;
 /// Downlink messages buffered per session before the backend's stream is back-pressured.
 const DOWNLINK_QUEUE: usize = 64;
 const WORKER_QUEUE: usize = 256;
-
-type WorkerTx = mpsc::Sender<Result<WorkerCommand, Status>>;
-
-/// Messages to the dispatcher task.
-pub enum DispatchMsg {
-    Register {
-        worker: String,
-        capacity: u32,
-        tx: WorkerTx,
-        reply: oneshot::Sender<Result<(), DispatchError>>,
-    },
-    Load {
-        worker: String,
-        active: u32,
-        capacity: u32,
-    },
-    Reject {
-        worker: String,
-        session: SessionId,
-    },
-    WorkerGone {
-        worker: String,
-    },
-    NewSession {
-        id: SessionId,
-        metadata: HashMap<String, String>,
-    },
-    Attached {
-        id: SessionId,
-        worker: Option<String>,
-        reply: oneshot::Sender<Result<(), DispatchError>>,
-    },
-    OwnerLost {
-        id: SessionId,
-    },
-    Ended {
-        id: SessionId,
-    },
-    HasRoom {
-        reply: oneshot::Sender<bool>,
-    },
-    /// The transceiver is stopping: end every worker subscription with UNAVAILABLE.
-    Shutdown,
-}
-
-/// The control plane's handle to the dispatcher task.
-#[derive(Clone)]
-pub struct DispatchHandle {
-    tx: mpsc::Sender<DispatchMsg>,
-}
-
-impl DispatchHandle {
-    pub fn channel() -> (DispatchHandle, mpsc::Receiver<DispatchMsg>) {
-        let (tx, rx) = mpsc::channel(4096);
-        (DispatchHandle { tx }, rx)
-    }
-
-    pub async fn send(&self, msg: DispatchMsg) {
-        // The dispatcher task lives as long as the process; a failed send means shutdown.
-        let _ = self.tx.send(msg).await;
-    }
-
-    pub async fn has_room(&self) -> bool {
-        let (reply, rx) = oneshot::channel();
-        self.send(DispatchMsg::HasRoom { reply }).await;
-        rx.await.unwrap_or(false)
-    }
-
-    async fn ask(
-        &self,
-        f: impl FnOnce(oneshot::Sender<Result<(), DispatchError>>) -> DispatchMsg,
-    ) -> Result<(), DispatchError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(f(reply)).await;
-        rx.await.unwrap_or(Err(DispatchError::UnknownSession))
-    }
-}
-
-/// Runs the dispatcher until the control plane goes away.
-pub async fn run_dispatcher(
-    mut dispatcher: Dispatcher,
-    mut rx: mpsc::Receiver<DispatchMsg>,
-    control: Arc<ControlPlane>,
-) {
-    let mut workers: HashMap<String, WorkerTx> = HashMap::new();
-    loop {
-        let deadline = dispatcher
-            .next_deadline()
-            .map(tokio::time::Instant::from_std);
-        let msg = tokio::select! {
-            m = rx.recv() => match m { Some(m) => Some(m), None => return },
-            _ = sleep_until(deadline) => None,
-        };
-        let now = Instant::now();
-        if let Some(msg) = msg {
-            match msg {
-                DispatchMsg::Register {
-                    worker,
-                    capacity,
-                    tx,
-                    reply,
-                } => {
-                    let r = dispatcher.register(&worker, capacity);
-                    if r.is_ok() {
-                        tracing::info!(%worker, capacity, "backend worker registered");
-                        workers.insert(worker, tx);
-                    }
-                    let _ = reply.send(r);
-                }
-                DispatchMsg::Load {
-                    worker,
-                    active,
-                    capacity,
-                } => dispatcher.load(&worker, active, capacity),
-                DispatchMsg::Reject { worker, session } => {
-                    tracing::info!(%worker, %session, "worker declined session");
-                    dispatcher.rejected(now, session, &worker);
-                }
-                DispatchMsg::WorkerGone { worker } => {
-                    if workers.remove(&worker).is_some() {
-                        tracing::info!(%worker, "backend worker gone; its sessions are re-dispatched");
-                        dispatcher.worker_gone(now, &worker);
-                    }
-                }
-                DispatchMsg::NewSession { id, metadata } => {
-                    dispatcher.new_session(now, id, metadata)
-                }
-                DispatchMsg::Attached { id, worker, reply } => {
-                    let _ = reply.send(dispatcher.attached(id, worker.as_deref()));
-                }
-                DispatchMsg::OwnerLost { id } => {
-                    tracing::info!(session = %id, "backend stream lost; re-dispatching");
-                    dispatcher.owner_lost(now, id);
-                }
-                DispatchMsg::Ended { id } => dispatcher.session_ended(id),
-                DispatchMsg::HasRoom { reply } => {
-                    let _ = reply.send(dispatcher.has_room());
-                }
-                DispatchMsg::Shutdown => {
-                    for (_, tx) in workers.drain() {
-                        let _ = tx.try_send(Err(Status::unavailable("transceiver shutting down")));
-                    }
-                }
-            }
-        }
-        while let Some(action) = dispatcher.poll_action(now) {
-            match action {
-                DispatchAction::Offer {
-                    worker,
-                    session,
-                    metadata,
-                    attempt,
-                } => {
-                    let cmd = WorkerCommand {
-                        kind: Some(worker_command::Kind::Dispatch(Dispatch {
-                            session_id: session.to_string(),
-                            metadata,
-                            attempt,
-                        })),
-                    };
-                    control.metrics.dispatched();
-                    let sent = workers
-                        .get(&worker)
-                        .is_some_and(|tx| tx.try_send(Ok(cmd)).is_ok());
-                    if !sent {
-                        workers.remove(&worker);
-                        dispatcher.worker_gone(now, &worker);
-                    }
-                }
-                DispatchAction::End { session } => {
-                    tracing::info!(%session, "no backend took the session; ending it");
-                    control.end_session(session, EndReason::NoBackend);
-                }
-            }
-        }
-        control
-            .metrics
-            .dispatch_state(dispatcher.worker_count(), dispatcher.queued());
-    }
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
-}
 
 /// The `voxgate.v1.Bridge` service.
 pub struct BridgeService {
@@ -241,19 +53,14 @@ impl BridgeService {
         impl tonic::service::Interceptor + Clone,
     > {
         let check = move |req: Request<()>| -> Result<Request<()>, Status> {
-            let Some(token) = &token else {
-                return Ok(req);
-            };
             let presented = req
                 .metadata()
                 .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            match presented {
-                Some(p) if crate::signaling::constant_time_eq(p.as_bytes(), token.as_bytes()) => {
-                    Ok(req)
-                }
-                _ => Err(Status::unauthenticated("missing or invalid bearer token")),
+                .and_then(|v| v.to_str().ok());
+            if auth::bearer_allowed(token.as_deref(), presented) {
+                Ok(req)
+            } else {
+                Err(Status::unauthenticated("missing or invalid bearer token"))
             }
         };
         BridgeServer::with_interceptor(BridgeService { control }, check)

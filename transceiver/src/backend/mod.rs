@@ -1,0 +1,21 @@
+//! The backend side: dispatch of sessions to inference workers, and the gRPC bridge they use.
+//!
+//! Owns: the Sans-IO dispatcher ([`dispatch`]), its inbox ([`dispatch_handle`]), the task that
+//! feeds it messages and time and carries out its decisions ([`dispatch_task`]), and the
+//! `voxgate.v1.Bridge` gRPC service ([`bridge_service`]).
+//!
+//! Layers: [`dispatch`] and [`dispatch_handle`] sit below the control plane (it sends new,
+//! lost and ended sessions into the inbox, as it sends commands to a loop); [`dispatch_task`]
+//! and [`bridge_service`] sit above it and call [`crate::control::plane::ControlPlane`] to
+//! attach streams to sessions or end them. They may also call [`crate::auth`],
+//! [`crate::metrics`] and the types [`crate::media`] exports for attaching (`OwnerEndpoints`,
+//! `AttachError`, `SessionId`).
+//!
+//! Data flow: a worker's `Work` stream registers with the dispatcher → the dispatcher offers it
+//! a new session → the worker opens a `Session` stream that attaches as the owner → the
+//! session's loop sends uplink frames down that stream and drains its downlink queue.
+
+pub mod bridge_service;
+pub mod dispatch;
+pub mod dispatch_handle;
+pub mod dispatch_task;

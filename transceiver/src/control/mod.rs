@@ -1,0 +1,21 @@
+//! The control plane: configuration, signaling, admission and the session index.
+//!
+//! Owns: the process configuration ([`config`]), the WHIP-shaped HTTP edge ([`signaling`]), offer
+//! validation ([`offer`]), the session → loop index with admission ([`registry`]), and the
+//! [`plane::ControlPlane`] that ties them together and runs on the tokio runtime.
+//!
+//! May call: [`crate::media`] only through its handles (`LoopHandle` commands, `LoopEvent`s
+//! back, `Session::accept` on the blocking pool before a session is handed over), the
+//! dispatcher only through [`crate::backend::dispatch_handle::DispatchHandle`] (its inbox, as a
+//! loop's is its handle), [`crate::auth`] and [`crate::metrics`]. Never the gRPC edge: the
+//! backend side calls the control plane, not the other way round.
+//!
+//! Data flow: `POST /v1/sessions` → [`signaling`] (auth, content type) → [`plane`]
+//! ([`offer`] checks, [`registry`] reserves a loop, mint the ufrag, str0m answers) → the loop's
+//! command queue; the loop's end events come back to [`plane::ControlPlane::run_events`].
+
+pub mod config;
+pub mod offer;
+pub mod plane;
+pub mod registry;
+pub mod signaling;

@@ -1,0 +1,198 @@
+//! Downlink: backend messages → a queue of PCM (or Opus) → one Opus frame per 20 ms tick, plus
+//! `clear` (barge-in) and playback progress reports to the owner.
+//!
+//! Backend messages are drained once per tick from a bounded channel; PCM is queued, cut into
+//! 20 ms frames and Opus-encoded one per tick into the bridge's reusable buffer; an empty queue
+//! sends nothing.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::error::TryRecvError;
+use voxgate_proto::bridge::{downlink, uplink, AudioMode, Cleared, PlaybackProgress, Uplink};
+
+use super::{AudioBridge, BridgeAction, FRAME, RTP_TICKS_PER_FRAME};
+
+/// Downlink audio the loop holds; beyond it, backend messages wait in the channel (and gRPC
+/// flow control pushes back on the backend).
+const MAX_QUEUED_DOWNLINK: Duration = Duration::from_secs(30);
+
+/// A run of queued samples from one backend item (`item_id`), for progress and `clear` reports.
+pub(super) struct QueuedItem {
+    id: String,
+    samples: u64,
+}
+
+impl AudioBridge {
+    pub fn next_tick(&self) -> Option<Instant> {
+        self.next_tick
+    }
+
+    /// Drains backend messages; returns the next one the session must act on.
+    pub fn poll_downlink(&mut self) -> Option<BridgeAction> {
+        loop {
+            let owner = self.owner.as_mut()?;
+            if self.down_pcm.len() as u64 >= MAX_QUEUED_DOWNLINK.as_secs() * u64::from(self.rate) {
+                return None;
+            }
+            let msg = match owner.downlink.try_recv() {
+                Ok(m) => m,
+                Err(TryRecvError::Empty) => return None,
+                Err(TryRecvError::Disconnected) => {
+                    self.detach_owner();
+                    return Some(BridgeAction::OwnerLost);
+                }
+            };
+            match msg.kind {
+                Some(downlink::Kind::Audio(chunk)) => self.queue_pcm(&chunk.pcm, chunk.item_id),
+                Some(downlink::Kind::Opus(p)) => {
+                    if owner.mode == AudioMode::OpusPassthrough {
+                        self.down_opus.push_back(p.data);
+                    }
+                }
+                Some(downlink::Kind::Clear(_)) => self.clear(),
+                Some(downlink::Kind::Data(d)) => return Some(BridgeAction::SendData(d)),
+                Some(downlink::Kind::Hangup(h)) => {
+                    let reason = if h.reason.is_empty() {
+                        "backend_hangup".to_string()
+                    } else {
+                        h.reason
+                    };
+                    return Some(BridgeAction::Hangup(reason));
+                }
+                Some(downlink::Kind::Attach(_)) | None => {} // repeated attach: ignored
+            }
+        }
+    }
+
+    fn queue_pcm(&mut self, pcm: &[u8], item_id: String) {
+        let samples = (pcm.len() / 2) as u64;
+        if samples == 0 {
+            return;
+        }
+        self.down_pcm.extend(
+            pcm.chunks_exact(2)
+                .map(|b| i16::from_le_bytes([b[0], b[1]])),
+        );
+        match self.items.back_mut() {
+            Some(last) if last.id == item_id => last.samples += samples,
+            _ => self.items.push_back(QueuedItem {
+                id: item_id,
+                samples,
+            }),
+        }
+    }
+
+    fn clear(&mut self) {
+        let dropped = self.down_pcm.len() as u64 + self.down_opus.len() as u64 * 960;
+        self.down_pcm.clear();
+        self.down_opus.clear();
+        self.items.clear();
+        self.counters.downlink_cleared += 1;
+        let (item_id, item_played) = self.current_item.clone().unwrap_or_default();
+        let msg = Uplink {
+            kind: Some(uplink::Kind::Cleared(Cleared {
+                played_ms: self.ms(self.played_samples),
+                dropped_ms: self.ms(dropped),
+                item_id,
+                item_played_ms: self.ms(item_played),
+            })),
+        };
+        self.send_owner(msg);
+    }
+
+    /// The 20 ms downlink tick: returns the next Opus packet to send as RTP (with its RTP
+    /// timestamp), or `None` when nothing is queued. Call at `next_tick()`.
+    pub fn tick(&mut self, now: Instant) -> Option<(&[u8], u32)> {
+        let due = self.next_tick?;
+        // Fixed cadence, no drift; after a long stall, restart the clock instead of bursting.
+        let mut next = due + FRAME;
+        if now > next + 3 * FRAME {
+            next = now + FRAME;
+        }
+        self.next_tick = Some(next);
+        let ts = self.out_rtp_ts;
+        self.out_rtp_ts = self.out_rtp_ts.wrapping_add(RTP_TICKS_PER_FRAME);
+        let owner = self.owner.as_ref()?;
+        if !self.connected {
+            return None;
+        }
+        let len = if owner.mode == AudioMode::OpusPassthrough {
+            let packet = self.down_opus.pop_front()?;
+            let n = packet.len().min(self.encode_buf.len());
+            self.encode_buf[..n].copy_from_slice(&packet[..n]);
+            self.account_played(960 * u64::from(self.rate) / 48_000);
+            n
+        } else {
+            let frame = self.frame_samples();
+            if self.down_pcm.is_empty() {
+                self.finish_playing();
+                return None;
+            }
+            // A short tail is padded with silence rather than held back.
+            let take = self.down_pcm.len().min(frame);
+            for (dst, src) in self.frame_buf.iter_mut().zip(self.down_pcm.drain(..take)) {
+                *dst = src;
+            }
+            self.frame_buf[take..].fill(0);
+            self.account_played(take as u64);
+            let encoder = self.encoder.as_mut()?;
+            match encoder.encode(&self.frame_buf, &mut self.encode_buf) {
+                Ok(n) => n,
+                Err(_) => return None,
+            }
+        };
+        self.counters.downlink_frames += 1;
+        Some((&self.encode_buf[..len], ts))
+    }
+
+    fn account_played(&mut self, samples: u64) {
+        self.played_samples += samples;
+        self.since_progress += samples;
+        self.was_playing = true;
+        let mut left = samples;
+        while left > 0 {
+            let Some(front) = self.items.front_mut() else {
+                break;
+            };
+            let n = left.min(front.samples);
+            front.samples -= n;
+            left -= n;
+            match &mut self.current_item {
+                Some((id, played)) if *id == front.id => *played += n,
+                _ => self.current_item = Some((front.id.clone(), n)),
+            }
+            if front.samples == 0 {
+                self.items.pop_front();
+            }
+        }
+        let interval = self
+            .owner
+            .as_ref()
+            .map_or(u64::MAX, |o| o.progress_interval_samples);
+        if self.since_progress >= interval {
+            self.send_progress();
+        }
+    }
+
+    fn finish_playing(&mut self) {
+        if self.was_playing {
+            self.was_playing = false;
+            self.send_progress();
+        }
+    }
+
+    fn send_progress(&mut self) {
+        self.since_progress = 0;
+        let queued = self.down_pcm.len() as u64 + self.down_opus.len() as u64 * 960;
+        let (item_id, item_played) = self.current_item.clone().unwrap_or_default();
+        let msg = Uplink {
+            kind: Some(uplink::Kind::Progress(PlaybackProgress {
+                played_ms: self.ms(self.played_samples),
+                queued_ms: self.ms(queued),
+                item_id,
+                item_played_ms: self.ms(item_played),
+            })),
+        };
+        self.send_owner(msg);
+    }
+}

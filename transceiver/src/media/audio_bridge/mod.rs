@@ -1,0 +1,484 @@
+//! A session's audio bridge: caller Opus → PCM frames for backends, backend PCM → paced Opus.
+//!
+//! Sans-IO and owned by the session on its media loop. Uplink ([`uplink_decoder`]): every
+//! received Opus packet is decoded (at the owner's sample rate, so no resampler is needed:
+//! libopus decodes at 16, 24 or 48 kHz natively); sequence gaps are filled with frames recovered
+//! from in-band FEC or synthesized by packet-loss concealment, flagged `concealed`; frames go to
+//! the owner and taps with `try_send`, so a slow backend costs dropped frames (counted), never a
+//! blocked loop. Downlink ([`downlink_pacer`]): backend messages are drained once per 20 ms tick
+//! from a bounded channel; PCM is queued, cut into 20 ms frames and Opus-encoded one per tick;
+//! an empty queue sends nothing. This file holds the bridge's state, its owner and taps, and
+//! the session events it reports.
+
+mod downlink_pacer;
+mod uplink_decoder;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::mpsc::{self, error::TrySendError};
+use voxgate_proto::bridge::{
+    session_event, uplink, AudioMode, DataMessage, Downlink, SessionEvent, Uplink,
+};
+
+use self::downlink_pacer::QueuedItem;
+use self::uplink_decoder::WallClock;
+use crate::metrics::{BridgeCounters, HandoffHistogram};
+
+/// One Opus frame: 20 ms.
+pub const FRAME: Duration = Duration::from_millis(20);
+/// RTP clock ticks per frame (48 kHz clock for Opus).
+pub const RTP_TICKS_PER_FRAME: u32 = 960;
+const MAX_OPUS_PACKET: usize = 1500;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    #[error("unsupported sample rate {0} (use 16000, 24000 or 48000)")]
+    SampleRate(u32),
+    #[error("opus: {0}")]
+    Opus(#[from] opus::Error),
+}
+
+pub fn valid_sample_rate(rate: u32) -> Result<u32, BridgeError> {
+    match rate {
+        0 => Ok(48_000),
+        16_000 | 24_000 | 48_000 => Ok(rate),
+        r => Err(BridgeError::SampleRate(r)),
+    }
+}
+
+/// Downlink encoder settings (`--opus-bitrate`, `--opus-complexity`).
+#[derive(Debug, Clone, Copy)]
+pub struct EncoderSettings {
+    pub bitrate: i32,
+    pub complexity: i32,
+}
+
+/// The channels that connect a session to its owning backend stream.
+pub struct OwnerEndpoints {
+    pub uplink: mpsc::Sender<Uplink>,
+    pub downlink: mpsc::Receiver<Downlink>,
+    pub sample_rate: u32,
+    pub mode: AudioMode,
+    pub progress_interval: Duration,
+}
+
+struct Owner {
+    uplink: mpsc::Sender<Uplink>,
+    downlink: mpsc::Receiver<Downlink>,
+    mode: AudioMode,
+    progress_interval_samples: u64,
+}
+
+/// Something the session must do with its `Rtc` on behalf of the backend.
+#[derive(Debug)]
+pub enum BridgeAction {
+    SendData(DataMessage),
+    Hangup(String),
+    /// The owner's stream ended without a hangup: the backend is gone.
+    OwnerLost,
+}
+
+pub struct AudioBridge {
+    owner: Option<Owner>,
+    taps: Vec<mpsc::Sender<Uplink>>,
+    session_id: String,
+    /// Uplink PCM rate (the owner's; 48 kHz until one attaches).
+    rate: u32,
+    decoder: Option<opus::Decoder>,
+    encoder: Option<opus::Encoder>,
+    encoder_settings: EncoderSettings,
+    decode_buf: Vec<i16>,
+    encode_buf: Vec<u8>,
+    frame_buf: Vec<i16>,
+    last_rtp_seq: Option<u64>,
+    frame_seq: u64,
+    down_pcm: VecDeque<i16>,
+    down_opus: VecDeque<Bytes>,
+    items: VecDeque<QueuedItem>,
+    current_item: Option<(String, u64)>,
+    played_samples: u64,
+    since_progress: u64,
+    was_playing: bool,
+    out_rtp_ts: u32,
+    next_tick: Option<Instant>,
+    connected: bool,
+    counters: BridgeCounters,
+    /// Hand-off latencies since the loop last took them.
+    handoff: HandoffHistogram,
+    clock: WallClock,
+}
+
+impl AudioBridge {
+    pub fn new(session_id: String, encoder_settings: EncoderSettings) -> Self {
+        AudioBridge {
+            owner: None,
+            taps: Vec::new(),
+            session_id,
+            rate: 48_000,
+            decoder: None,
+            encoder: None,
+            encoder_settings,
+            decode_buf: vec![0; 5760],
+            encode_buf: vec![0; MAX_OPUS_PACKET],
+            frame_buf: vec![0; 960],
+            last_rtp_seq: None,
+            frame_seq: 0,
+            down_pcm: VecDeque::new(),
+            down_opus: VecDeque::new(),
+            items: VecDeque::new(),
+            current_item: None,
+            played_samples: 0,
+            since_progress: 0,
+            was_playing: false,
+            out_rtp_ts: rand::random(),
+            next_tick: None,
+            connected: false,
+            counters: BridgeCounters::default(),
+            handoff: HandoffHistogram::default(),
+            clock: WallClock::new(),
+        }
+    }
+
+    pub fn counters(&self) -> &BridgeCounters {
+        &self.counters
+    }
+
+    /// The hand-off latencies observed since the last call.
+    pub fn take_handoff(&mut self) -> HandoffHistogram {
+        std::mem::take(&mut self.handoff)
+    }
+
+    pub fn has_owner(&self) -> bool {
+        self.owner.is_some()
+    }
+
+    /// Drops an owner whose streams are closed (its backend died but no tick noticed yet), so
+    /// a new owner can attach at once. Returns whether a live owner remains.
+    pub fn has_live_owner(&mut self) -> bool {
+        let dead = self
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.uplink.is_closed() || o.downlink.is_closed());
+        if dead {
+            self.detach_owner();
+        }
+        self.owner.is_some()
+    }
+
+    pub fn tap_count(&self) -> usize {
+        self.taps.len()
+    }
+
+    fn frame_samples(&self) -> usize {
+        (self.rate / 50) as usize
+    }
+
+    fn ms(&self, samples: u64) -> u64 {
+        samples * 1000 / u64::from(self.rate)
+    }
+
+    /// Makes `endpoints` the session's owner. The caller checked there was none.
+    pub fn attach_owner(
+        &mut self,
+        endpoints: OwnerEndpoints,
+        now: Instant,
+        metadata: &std::collections::HashMap<String, String>,
+    ) -> Result<(), BridgeError> {
+        let rate = valid_sample_rate(endpoints.sample_rate)?;
+        if endpoints.mode == AudioMode::Pcm {
+            // (Re)build codecs at the owner's rate; a new owner may ask for another rate.
+            if self.decoder.is_none() || rate != self.rate {
+                self.decoder = Some(opus::Decoder::new(rate, opus::Channels::Mono)?);
+            }
+            let mut enc = opus::Encoder::new(rate, opus::Channels::Mono, opus::Application::Voip)?;
+            enc.set_bitrate(opus::Bitrate::Bits(self.encoder_settings.bitrate))?;
+            enc.set_complexity(self.encoder_settings.complexity)?;
+            enc.set_inband_fec(true)?;
+            self.encoder = Some(enc);
+        }
+        self.rate = rate;
+        self.frame_buf.resize(self.frame_samples(), 0);
+        let interval_samples =
+            (endpoints.progress_interval.as_millis() as u64).max(20) * u64::from(rate) / 1000;
+        let owner = Owner {
+            uplink: endpoints.uplink,
+            downlink: endpoints.downlink,
+            mode: endpoints.mode,
+            progress_interval_samples: interval_samples,
+        };
+        self.down_pcm.clear();
+        self.down_opus.clear();
+        self.items.clear();
+        self.owner = Some(owner);
+        self.send_owner(event(
+            session_event::Kind::Attached,
+            "",
+            &self.session_id,
+            metadata,
+        ));
+        if self.connected {
+            self.send_owner(event(
+                session_event::Kind::Connected,
+                "",
+                &self.session_id,
+                &Default::default(),
+            ));
+        }
+        // Tick from now on, even before media flows, so backend messages (and a backend that
+        // went away) are noticed within a frame.
+        self.next_tick = Some(now + FRAME);
+        Ok(())
+    }
+
+    pub fn add_tap(&mut self, tap: mpsc::Sender<Uplink>) -> Result<(), BridgeError> {
+        if self.decoder.is_none() {
+            self.decoder = Some(opus::Decoder::new(self.rate, opus::Channels::Mono)?);
+        }
+        self.taps.push(tap);
+        Ok(())
+    }
+
+    pub fn detach_owner(&mut self) {
+        self.owner = None;
+        self.next_tick = None;
+        self.down_pcm.clear();
+        self.down_opus.clear();
+        self.items.clear();
+    }
+
+    /// Media is flowing: tell subscribers and start the downlink clock.
+    pub fn on_connected(&mut self, now: Instant) {
+        self.connected = true;
+        let ev = event(
+            session_event::Kind::Connected,
+            "",
+            &self.session_id,
+            &Default::default(),
+        );
+        self.broadcast(ev);
+        if self.owner.is_some() {
+            self.next_tick.get_or_insert(now + FRAME);
+        }
+    }
+
+    pub fn on_channel_open(&mut self) {
+        let ev = event(
+            session_event::Kind::DataChannelOpen,
+            "",
+            &self.session_id,
+            &Default::default(),
+        );
+        self.broadcast(ev);
+    }
+
+    /// The session ended: a last event to everyone, then the channels close.
+    pub fn on_ended(&mut self, reason: &str) {
+        let ev = event(
+            session_event::Kind::Ended,
+            reason,
+            &self.session_id,
+            &Default::default(),
+        );
+        self.broadcast(ev);
+        self.owner = None;
+        self.taps.clear();
+        self.next_tick = None;
+    }
+
+    fn send_owner(&mut self, msg: Uplink) {
+        if let Some(o) = &self.owner {
+            match o.uplink.try_send(msg) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => self.counters.uplink_dropped += 1,
+                Err(TrySendError::Closed(_)) => {} // noticed by poll_downlink
+            }
+        }
+    }
+
+    fn broadcast(&mut self, msg: Uplink) {
+        let dropped = &mut self.counters.tap_dropped;
+        self.taps.retain(|t| match t.try_send(msg.clone()) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                *dropped += 1;
+                true
+            }
+            Err(TrySendError::Closed(_)) => false,
+        });
+        self.send_owner(msg);
+    }
+}
+
+fn event(
+    kind: session_event::Kind,
+    reason: &str,
+    session_id: &str,
+    metadata: &std::collections::HashMap<String, String>,
+) -> Uplink {
+    Uplink {
+        kind: Some(uplink::Kind::Event(SessionEvent {
+            kind: kind as i32,
+            reason: reason.to_string(),
+            session_id: session_id.to_string(),
+            metadata: metadata.clone(),
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use voxgate_proto::bridge::{downlink, AudioFrame};
+
+    const SETTINGS: EncoderSettings = EncoderSettings {
+        bitrate: 32_000,
+        complexity: 5,
+    };
+
+    fn owner(
+        rate: u32,
+    ) -> (
+        OwnerEndpoints,
+        mpsc::Receiver<Uplink>,
+        mpsc::Sender<Downlink>,
+    ) {
+        let (up_tx, up_rx) = mpsc::channel(1024);
+        let (down_tx, down_rx) = mpsc::channel(64);
+        (
+            OwnerEndpoints {
+                uplink: up_tx,
+                downlink: down_rx,
+                sample_rate: rate,
+                mode: AudioMode::Pcm,
+                progress_interval: Duration::from_millis(200),
+            },
+            up_rx,
+            down_tx,
+        )
+    }
+
+    fn opus_frames(n: usize) -> Vec<Vec<u8>> {
+        let mut enc =
+            opus::Encoder::new(48_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
+        enc.set_inband_fec(true).unwrap();
+        enc.set_packet_loss_perc(10).unwrap();
+        (0..n)
+            .map(|i| {
+                let pcm: Vec<i16> = (0..960)
+                    .map(|s| {
+                        let t = (i * 960 + s) as f32 / 48_000.0;
+                        ((t * 440.0 * std::f32::consts::TAU).sin() * 8000.0) as i16
+                    })
+                    .collect();
+                enc.encode_vec(&pcm, 1500).unwrap()
+            })
+            .collect()
+    }
+
+    fn audio_frames(rx: &mut mpsc::Receiver<Uplink>) -> Vec<AudioFrame> {
+        let mut v = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            if let Some(uplink::Kind::Audio(a)) = m.kind {
+                v.push(a);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn lost_packets_become_concealed_frames_with_contiguous_sequence() {
+        let now = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (ep, mut up, _down) = owner(16_000);
+        b.attach_owner(ep, now, &Default::default()).unwrap();
+        let packets = opus_frames(10);
+        for (i, p) in packets.iter().enumerate() {
+            if i == 3 || i == 6 || i == 7 {
+                continue; // lost
+            }
+            b.on_audio_packet(now, 100 + i as u64, 960 * i as u32, p);
+        }
+        let frames = audio_frames(&mut up);
+        assert_eq!(frames.len(), 10);
+        for (i, f) in frames.iter().enumerate() {
+            assert_eq!(f.sequence, i as u64);
+            assert_eq!(f.pcm.len(), 320 * 2, "20 ms at 16 kHz");
+            assert_eq!(f.concealed, i == 3 || i == 6 || i == 7, "frame {i}");
+            assert_eq!(f.rtp_timestamp, 960 * i as u32);
+        }
+    }
+
+    #[test]
+    fn slow_backend_costs_dropped_frames_not_blocking() {
+        let now = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (up_tx, _up_rx) = mpsc::channel(4);
+        let (_down_tx, down_rx) = mpsc::channel(4);
+        let ep = OwnerEndpoints {
+            uplink: up_tx,
+            downlink: down_rx,
+            sample_rate: 48_000,
+            mode: AudioMode::Pcm,
+            progress_interval: Duration::from_millis(200),
+        };
+        b.attach_owner(ep, now, &Default::default()).unwrap();
+        for (i, p) in opus_frames(20).iter().enumerate() {
+            b.on_audio_packet(now, i as u64, 0, p);
+        }
+        // 4 slots: the ATTACHED event plus 3 frames; the other 17 frames are dropped.
+        assert_eq!(b.counters().uplink_dropped, 17);
+    }
+
+    #[test]
+    fn downlink_is_paced_one_frame_per_tick_and_clear_reports_played_time() {
+        let now = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (ep, mut up, down) = owner(48_000);
+        b.attach_owner(ep, now, &Default::default()).unwrap();
+        b.on_connected(now);
+        // 1 s of audio in one chunk.
+        let pcm: Vec<u8> = (0..48_000).flat_map(|_| 1000i16.to_le_bytes()).collect();
+        down.try_send(Downlink {
+            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                pcm: pcm.into(),
+                item_id: "item-1".into(),
+            })),
+        })
+        .unwrap();
+        let mut t = now;
+        let mut sent = 0;
+        for _ in 0..10 {
+            t = b.next_tick().unwrap();
+            while b.poll_downlink().is_some() {}
+            if b.tick(t).is_some() {
+                sent += 1;
+            }
+        }
+        assert_eq!(sent, 10, "one frame per tick, no burst");
+        down.try_send(Downlink {
+            kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
+        })
+        .unwrap();
+        let t = b.next_tick().unwrap().max(t);
+        while b.poll_downlink().is_some() {}
+        assert!(b.tick(t).is_none(), "nothing plays after clear");
+        let cleared = std::iter::from_fn(|| up.try_recv().ok())
+            .find_map(|m| match m.kind {
+                Some(uplink::Kind::Cleared(c)) => Some(c),
+                _ => None,
+            })
+            .expect("a Cleared answer");
+        assert_eq!(cleared.played_ms, 200);
+        assert_eq!(cleared.item_played_ms, 200);
+        assert_eq!(cleared.item_id, "item-1");
+        assert_eq!(cleared.dropped_ms, 800);
+    }
+
+    #[test]
+    fn unsupported_sample_rate_is_refused() {
+        assert!(valid_sample_rate(44_100).is_err());
+        assert_eq!(valid_sample_rate(0).unwrap(), 48_000);
+    }
+}
