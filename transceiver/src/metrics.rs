@@ -1,8 +1,10 @@
-//! Prometheus metrics of the transceiver.
+//! Prometheus metrics of the transceiver, and the plain counters media loops keep.
 //!
 //! Media loops never touch a metric per packet: each loop counts in plain integers
-//! ([`LoopCounters`]) and publishes the deltas into its pre-resolved metric handles
-//! ([`LoopMetrics`]) once per wakeup batch. Label lookups happen once, at start-up.
+//! ([`LoopCounters`], with each session's [`BridgeCounters`] and [`HandoffHistogram`] summed
+//! in) and publishes the deltas into its pre-resolved metric handles ([`LoopMetrics`]) once per
+//! wakeup batch. Label lookups happen once, at start-up. This module depends on nothing else of
+//! the crate, so the media path, the control plane and the backend side all count into it.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -259,117 +261,133 @@ impl Metrics {
             dispatches: Counter::default(),
             registry: Registry::default(),
         };
+        // Registration order is the exposition order.
+        m.register_loop_and_session_metrics(&mut registry);
+        m.register_bridge_metrics(&mut registry);
+        m.register_dispatch_metrics(&mut registry);
+        Metrics { registry, ..m }
+    }
+
+    /// Loop I/O, drops, busy ratio, and session admission and lifecycle.
+    fn register_loop_and_session_metrics(&self, registry: &mut Registry) {
         registry.register(
             "datagrams_in",
             "UDP datagrams received by a media loop",
-            m.datagrams_in.clone(),
+            self.datagrams_in.clone(),
         );
         registry.register(
             "bytes_in",
             "UDP bytes received by a media loop",
-            m.bytes_in.clone(),
+            self.bytes_in.clone(),
         );
         registry.register(
             "datagrams_out",
             "UDP datagrams sent by a media loop",
-            m.datagrams_out.clone(),
+            self.datagrams_out.clone(),
         );
         registry.register(
             "bytes_out",
             "UDP bytes sent by a media loop",
-            m.bytes_out.clone(),
+            self.bytes_out.clone(),
         );
         registry.register(
             "send_errors",
             "UDP sends that failed (datagram lost)",
-            m.send_errors.clone(),
+            self.send_errors.clone(),
         );
         registry.register(
             "dropped_datagrams",
             "Datagrams dropped by a media loop before reaching a session, by reason",
-            m.drops.clone(),
+            self.drops.clone(),
         );
         registry.register(
             "sessions_active",
             "Sessions owned by a media loop",
-            m.sessions_active.clone(),
+            self.sessions_active.clone(),
         );
         registry.register(
             "loop_busy_ratio",
             "Share of wall time a media loop spent working (not waiting in poll), last 0.5 s window",
-            m.loop_busy.clone(),
+            self.loop_busy.clone(),
         );
         registry.register(
             "sessions_refused",
             "New sessions refused with 503, by reason",
-            m.sessions_refused.clone(),
+            self.sessions_refused.clone(),
         );
         registry.register(
             "loop_wakeups",
             "Times a media loop woke from poll",
-            m.wakeups.clone(),
+            self.wakeups.clone(),
         );
         registry.register(
             "sessions_ended",
             "Sessions ended, by reason",
-            m.sessions_ended.clone(),
+            self.sessions_ended.clone(),
         );
         registry.register(
             "signaling_responses",
             "Signaling responses, by HTTP status",
-            m.signaling_responses.clone(),
+            self.signaling_responses.clone(),
         );
         registry.register(
             "sessions_created",
             "Sessions created through signaling",
-            m.sessions_created.clone(),
+            self.sessions_created.clone(),
         );
+    }
+
+    /// The audio bridge: uplink frames, downlink frames, taps, hand-off latency.
+    fn register_bridge_metrics(&self, registry: &mut Registry) {
         registry.register(
             "bridge_uplink_frames",
             "PCM frames handed to backend streams (concealed ones included)",
-            m.uplink_frames.clone(),
+            self.uplink_frames.clone(),
         );
         registry.register(
             "bridge_uplink_concealed",
             "Uplink frames synthesized by FEC or packet-loss concealment",
-            m.uplink_concealed.clone(),
+            self.uplink_concealed.clone(),
         );
         registry.register(
             "bridge_uplink_dropped",
             "Uplink messages dropped because a backend stream's queue was full",
-            m.uplink_dropped.clone(),
+            self.uplink_dropped.clone(),
         );
         registry.register(
             "bridge_downlink_frames",
             "Opus frames sent to callers from backend audio",
-            m.downlink_frames.clone(),
+            self.downlink_frames.clone(),
         );
         registry.register(
             "bridge_tap_dropped",
             "Uplink messages dropped because a tap's queue was full",
-            m.tap_dropped.clone(),
+            self.tap_dropped.clone(),
         );
         registry.register(
             "bridge_uplink_handoff_seconds",
             "Socket arrival of a caller's Opus packet to its PCM frame queued for the backends",
-            m.handoff.clone(),
+            self.handoff.clone(),
         );
+    }
+
+    /// Backend workers and the dispatch queue.
+    fn register_dispatch_metrics(&self, registry: &mut Registry) {
         registry.register(
             "backend_workers",
             "Backend workers subscribed over gRPC",
-            m.backend_workers.clone(),
+            self.backend_workers.clone(),
         );
         registry.register(
             "dispatch_queued",
             "Sessions waiting for a backend with room",
-            m.dispatch_queued.clone(),
+            self.dispatch_queued.clone(),
         );
         registry.register(
             "dispatches",
             "Sessions offered to backend workers",
-            m.dispatches.clone(),
+            self.dispatches.clone(),
         );
-        Metrics { registry, ..m }
     }
 
     /// Handles for media loop `index`, resolved once so the loop never hashes labels.
@@ -496,7 +514,7 @@ pub struct LoopMetrics {
 }
 
 impl LoopMetrics {
-    /// The loop's busy ratio of its last window (see `busy_meter`).
+    /// The loop's busy ratio of its last window (see `media::busy_meter`).
     pub fn set_busy(&self, ratio: f64) {
         self.busy.set(ratio);
     }

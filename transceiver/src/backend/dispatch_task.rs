@@ -16,13 +16,18 @@ use crate::media::session::EndReason;
 
 /// Runs the dispatcher until the control plane goes away.
 pub async fn run_dispatcher(
-    mut dispatcher: Dispatcher,
+    dispatcher: Dispatcher,
     mut rx: mpsc::Receiver<DispatchMsg>,
     control: Arc<ControlPlane>,
 ) {
-    let mut workers: HashMap<String, WorkerTx> = HashMap::new();
+    let mut task = DispatchTask {
+        dispatcher,
+        workers: HashMap::new(),
+        control,
+    };
     loop {
-        let deadline = dispatcher
+        let deadline = task
+            .dispatcher
             .next_deadline()
             .map(tokio::time::Instant::from_std);
         let msg = tokio::select! {
@@ -31,57 +36,79 @@ pub async fn run_dispatcher(
         };
         let now = Instant::now();
         if let Some(msg) = msg {
-            match msg {
-                DispatchMsg::Register {
-                    worker,
-                    capacity,
-                    tx,
-                    reply,
-                } => {
-                    let r = dispatcher.register(&worker, capacity);
-                    if r.is_ok() {
-                        tracing::info!(%worker, capacity, "backend worker registered");
-                        workers.insert(worker, tx);
-                    }
-                    let _ = reply.send(r);
+            task.apply(now, msg);
+        }
+        task.carry_out_actions(now);
+        task.control
+            .metrics
+            .dispatch_state(task.dispatcher.worker_count(), task.dispatcher.queued());
+    }
+}
+
+/// The dispatcher with what its actions need: the workers' streams and the control plane.
+struct DispatchTask {
+    dispatcher: Dispatcher,
+    workers: HashMap<String, WorkerTx>,
+    control: Arc<ControlPlane>,
+}
+
+impl DispatchTask {
+    /// Feeds one inbox message to the dispatcher (and answers it, if it asks).
+    fn apply(&mut self, now: Instant, msg: DispatchMsg) {
+        match msg {
+            DispatchMsg::Register {
+                worker,
+                capacity,
+                tx,
+                reply,
+            } => {
+                let r = self.dispatcher.register(&worker, capacity);
+                if r.is_ok() {
+                    tracing::info!(%worker, capacity, "backend worker registered");
+                    self.workers.insert(worker, tx);
                 }
-                DispatchMsg::Load {
-                    worker,
-                    active,
-                    capacity,
-                } => dispatcher.load(&worker, active, capacity),
-                DispatchMsg::Reject { worker, session } => {
-                    tracing::info!(%worker, %session, "worker declined session");
-                    dispatcher.rejected(now, session, &worker);
+                let _ = reply.send(r);
+            }
+            DispatchMsg::Load {
+                worker,
+                active,
+                capacity,
+            } => self.dispatcher.load(&worker, active, capacity),
+            DispatchMsg::Reject { worker, session } => {
+                tracing::info!(%worker, %session, "worker declined session");
+                self.dispatcher.rejected(now, session, &worker);
+            }
+            DispatchMsg::WorkerGone { worker } => {
+                if self.workers.remove(&worker).is_some() {
+                    tracing::info!(%worker, "backend worker gone; its sessions are re-dispatched");
+                    self.dispatcher.worker_gone(now, &worker);
                 }
-                DispatchMsg::WorkerGone { worker } => {
-                    if workers.remove(&worker).is_some() {
-                        tracing::info!(%worker, "backend worker gone; its sessions are re-dispatched");
-                        dispatcher.worker_gone(now, &worker);
-                    }
-                }
-                DispatchMsg::NewSession { id, metadata } => {
-                    dispatcher.new_session(now, id, metadata)
-                }
-                DispatchMsg::Attached { id, worker, reply } => {
-                    let _ = reply.send(dispatcher.attached(id, worker.as_deref()));
-                }
-                DispatchMsg::OwnerLost { id } => {
-                    tracing::info!(session = %id, "backend stream lost; re-dispatching");
-                    dispatcher.owner_lost(now, id);
-                }
-                DispatchMsg::Ended { id } => dispatcher.session_ended(id),
-                DispatchMsg::HasRoom { reply } => {
-                    let _ = reply.send(dispatcher.has_room());
-                }
-                DispatchMsg::Shutdown => {
-                    for (_, tx) in workers.drain() {
-                        let _ = tx.try_send(Err(Status::unavailable("transceiver shutting down")));
-                    }
+            }
+            DispatchMsg::NewSession { id, metadata } => {
+                self.dispatcher.new_session(now, id, metadata)
+            }
+            DispatchMsg::Attached { id, worker, reply } => {
+                let _ = reply.send(self.dispatcher.attached(id, worker.as_deref()));
+            }
+            DispatchMsg::OwnerLost { id } => {
+                tracing::info!(session = %id, "backend stream lost; re-dispatching");
+                self.dispatcher.owner_lost(now, id);
+            }
+            DispatchMsg::Ended { id } => self.dispatcher.session_ended(id),
+            DispatchMsg::HasRoom { reply } => {
+                let _ = reply.send(self.dispatcher.has_room());
+            }
+            DispatchMsg::Shutdown => {
+                for (_, tx) in self.workers.drain() {
+                    let _ = tx.try_send(Err(Status::unavailable("transceiver shutting down")));
                 }
             }
         }
-        while let Some(action) = dispatcher.poll_action(now) {
+    }
+
+    /// Carries out every action the dispatcher has decided on.
+    fn carry_out_actions(&mut self, now: Instant) {
+        while let Some(action) = self.dispatcher.poll_action(now) {
             match action {
                 DispatchAction::Offer {
                     worker,
@@ -96,24 +123,22 @@ pub async fn run_dispatcher(
                             attempt,
                         })),
                     };
-                    control.metrics.dispatched();
-                    let sent = workers
+                    self.control.metrics.dispatched();
+                    let sent = self
+                        .workers
                         .get(&worker)
                         .is_some_and(|tx| tx.try_send(Ok(cmd)).is_ok());
                     if !sent {
-                        workers.remove(&worker);
-                        dispatcher.worker_gone(now, &worker);
+                        self.workers.remove(&worker);
+                        self.dispatcher.worker_gone(now, &worker);
                     }
                 }
                 DispatchAction::End { session } => {
                     tracing::info!(%session, "no backend took the session; ending it");
-                    control.end_session(session, EndReason::NoBackend);
+                    self.control.end_session(session, EndReason::NoBackend);
                 }
             }
         }
-        control
-            .metrics
-            .dispatch_state(dispatcher.worker_count(), dispatcher.queued());
     }
 }
 

@@ -10,17 +10,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::error::TryRecvError;
 use voxgate_proto::bridge::{downlink, uplink, AudioMode, Cleared, PlaybackProgress, Uplink};
 
-use super::{AudioBridge, BridgeAction, FRAME, RTP_TICKS_PER_FRAME};
+use super::{AudioBridge, BridgeAction, QueuedItem, FRAME, RTP_TICKS_PER_FRAME};
 
 /// Downlink audio the loop holds; beyond it, backend messages wait in the channel (and gRPC
 /// flow control pushes back on the backend).
 const MAX_QUEUED_DOWNLINK: Duration = Duration::from_secs(30);
-
-/// A run of queued samples from one backend item (`item_id`), for progress and `clear` reports.
-pub(super) struct QueuedItem {
-    id: String,
-    samples: u64,
-}
 
 impl AudioBridge {
     pub fn next_tick(&self) -> Option<Instant> {

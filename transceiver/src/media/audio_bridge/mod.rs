@@ -14,7 +14,7 @@ mod downlink_pacer;
 mod uplink_decoder;
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::sync::mpsc::{self, error::TrySendError};
@@ -22,8 +22,6 @@ use voxgate_proto::bridge::{
     session_event, uplink, AudioMode, DataMessage, Downlink, SessionEvent, Uplink,
 };
 
-use self::downlink_pacer::QueuedItem;
-use self::uplink_decoder::WallClock;
 use crate::metrics::{BridgeCounters, HandoffHistogram};
 
 /// One Opus frame: 20 ms.
@@ -324,6 +322,40 @@ fn event(
             session_id: session_id.to_string(),
             metadata: metadata.clone(),
         })),
+    }
+}
+
+/// A run of queued samples from one backend item (`item_id`), for progress and `clear` reports.
+struct QueuedItem {
+    id: String,
+    samples: u64,
+}
+
+/// Maps loop `Instant`s to wall-clock microseconds (captured once, so no syscall per packet).
+struct WallClock {
+    base_instant: Instant,
+    base_unix_micros: i64,
+}
+
+impl WallClock {
+    /// Reads both clocks back to back (a base taken earlier would bias every timestamp).
+    fn new() -> Self {
+        let base_instant = Instant::now();
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0);
+        WallClock {
+            base_instant,
+            base_unix_micros: unix,
+        }
+    }
+
+    fn unix_micros(&self, t: Instant) -> i64 {
+        match t.checked_duration_since(self.base_instant) {
+            Some(d) => self.base_unix_micros + d.as_micros() as i64,
+            None => self.base_unix_micros - (self.base_instant - t).as_micros() as i64,
+        }
     }
 }
 

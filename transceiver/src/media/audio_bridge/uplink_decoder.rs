@@ -4,7 +4,7 @@
 //! Per packet: one decode into the bridge's reusable buffer and one `Bytes` for the frame the
 //! backends receive; frames leave with `try_send`, never blocking the loop.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use voxgate_proto::bridge::{
@@ -123,33 +123,5 @@ impl AudioBridge {
             self.counters.uplink_concealed += 1;
         }
         self.broadcast(msg);
-    }
-}
-
-/// Maps loop `Instant`s to wall-clock microseconds (captured once, so no syscall per packet).
-pub(super) struct WallClock {
-    base_instant: Instant,
-    base_unix_micros: i64,
-}
-
-impl WallClock {
-    /// Reads both clocks back to back (a base taken earlier would bias every timestamp).
-    pub(super) fn new() -> Self {
-        let base_instant = Instant::now();
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as i64)
-            .unwrap_or(0);
-        WallClock {
-            base_instant,
-            base_unix_micros: unix,
-        }
-    }
-
-    fn unix_micros(&self, t: Instant) -> i64 {
-        match t.checked_duration_since(self.base_instant) {
-            Some(d) => self.base_unix_micros + d.as_micros() as i64,
-            None => self.base_unix_micros - (self.base_instant - t).as_micros() as i64,
-        }
     }
 }
