@@ -6,9 +6,10 @@
 //!
 //! May call: [`crate::media`] only through its handles (`LoopHandle` commands, `LoopEvent`s
 //! back, `Session::accept` on the blocking pool before a session is handed over), the
-//! dispatcher only through [`crate::backend::dispatch_handle::DispatchHandle`] (its inbox, as a
-//! loop's is its handle), [`crate::auth`] and [`crate::metrics`]. Never the gRPC edge: the
-//! backend side calls the control plane, not the other way round.
+//! dispatcher only through its inbox ([`crate::backend::dispatch_handle::DispatchHandle`], as a
+//! loop's is its handle) and its settings (`DispatchConfig`, which [`config`] builds),
+//! [`crate::auth`] and [`crate::metrics`]. Never the gRPC edge or the dispatcher task: they
+//! call the control plane, not the other way round.
 //!
 //! Data flow: `POST /v1/sessions` → [`signaling`] (auth, content type) → [`plane`]
 //! ([`offer`] checks, [`registry`] reserves a loop, mint the ufrag, str0m answers) → the loop's

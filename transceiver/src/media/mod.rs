@@ -1,15 +1,15 @@
 //! The media path: everything a media loop thread owns, and nothing else.
 //!
-//! Owns: the loop ([`r#loop`]: socket, poll, sessions), each WebRTC session ([`session`]: str0m
+//! Owns: the loop (`loop.rs`: socket, poll, sessions), each WebRTC session ([`session`]: str0m
 //! `Rtc` plus its [`audio_bridge`]), the demux maps ([`demux`]), the timer heap ([`timers`]) and
 //! the loop's busy meter ([`busy_meter`]).
 //!
 //! May call: `voxgate_proto` (relay header, STUN USERNAME reader, bridge messages), str0m, opus,
 //! and [`crate::metrics`] (plain counters it publishes). Never the control plane or the backend
-//! side: they reach a loop through [`r#loop::LoopHandle`] (a bounded channel plus a
-//! `mio::Waker`) and hear back through [`r#loop::LoopEvent`]s, so nothing here waits on them.
+//! side: they reach a loop through `r#loop::LoopHandle` (a bounded channel plus a
+//! `mio::Waker`) and hear back through `r#loop::LoopEvent`s, so nothing here waits on them.
 //!
-//! Data flow (the packet path, three files): [`r#loop`] reads a batch from its socket → the
+//! Data flow (the packet path, three files): `loop.rs` reads a batch from its socket → the
 //! `proto` codecs unwrap a relay header and read a STUN USERNAME in place → [`demux`] names the
 //! session → [`session::Session::handle_datagram`]; the loop then drains the session's output
 //! into one `sendmmsg`. Audio leaves for backends through the session's bridge channels

@@ -1,11 +1,11 @@
 //! A session's audio bridge: caller Opus → PCM frames for backends, backend PCM → paced Opus.
 //!
-//! Sans-IO and owned by the session on its media loop. Uplink ([`uplink_decoder`]): every
+//! Sans-IO and owned by the session on its media loop. Uplink (`uplink_decoder.rs`): every
 //! received Opus packet is decoded (at the owner's sample rate, so no resampler is needed:
 //! libopus decodes at 16, 24 or 48 kHz natively); sequence gaps are filled with frames recovered
 //! from in-band FEC or synthesized by packet-loss concealment, flagged `concealed`; frames go to
 //! the owner and taps with `try_send`, so a slow backend costs dropped frames (counted), never a
-//! blocked loop. Downlink ([`downlink_pacer`]): backend messages are drained once per 20 ms tick
+//! blocked loop. Downlink (`downlink_pacer.rs`): backend messages are drained once per 20 ms tick
 //! from a bounded channel; PCM is queued, cut into 20 ms frames and Opus-encoded one per tick;
 //! an empty queue sends nothing. This file holds the bridge's state, its owner and taps, and
 //! the session events it reports.
