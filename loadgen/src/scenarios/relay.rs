@@ -11,7 +11,8 @@ use crate::relay_load::{FlowResult, FlowTarget};
 use crate::report::cells::{at_least, at_most, med, num, thousands};
 use crate::stats::median;
 use crate::suite::args::Profile;
-use crate::suite::runner::{Ledger, Runner, FLOW_SIZE};
+use crate::suite::loads::FLOW_SIZE;
+use crate::suite::runner::{Ledger, Runner};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]

@@ -13,6 +13,7 @@
 
 pub mod args;
 pub mod cpu_split;
+pub mod loads;
 pub mod machine;
 pub mod perf;
 pub mod plan;

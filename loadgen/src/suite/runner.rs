@@ -1,28 +1,22 @@
 //! What every scenario runs with: the suite's arguments and plan, the results being
 //! collected (saved after each step, so a killed suite leaves what it measured), server
-//! commands on the server's cores, log files, and the load shapes the scenarios share.
+//! commands on the server's cores, log files and seeds.
 //!
 //! The runner is generic over the results (`R`) so that the scenarios, which each own a part
 //! of them, sit below the suite's list of scenarios rather than beside it: a scenario is
 //! handed the runner and a function that picks its own part out of `R`.
 
 use std::io::Write as _;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
-use voxgate_proto::bridge::AudioMode;
 
-use crate::backend::{BackendConfig, Behaviour};
 use crate::json_out::write_json;
-use crate::relay_load::{self, FlowResult, FlowTarget, FlowsArgs};
-use crate::session_load::{LoadConfig, Target};
-use crate::suite::args::{Profile, SuiteArgs};
+use crate::suite::args::SuiteArgs;
 use crate::suite::cpu_split::CpuSplit;
 use crate::suite::plan::Plan;
-use crate::suite::servers::Transceiver;
 
 /// Results a runner can save and record failures in.
 pub trait Ledger: Serialize {
@@ -31,9 +25,6 @@ pub trait Ledger: Serialize {
     /// How long the suite has run, as of the last save.
     fn set_duration_secs(&mut self, secs: f64);
 }
-
-/// The datagram size of every flow run, in bytes (an Opus voice packet in SRTP).
-pub const FLOW_SIZE: usize = 120;
 
 pub struct Runner<'a, R> {
     pub args: &'a SuiteArgs,
@@ -76,6 +67,11 @@ impl<'a, R: Ledger> Runner<'a, R> {
             .join(format!("{:02}-{name}.log", self.run_no))
     }
 
+    /// Servers started so far.
+    pub fn run_no(&self) -> usize {
+        self.run_no
+    }
+
     /// The seed of the next load: differs from run to run, the same in every suite.
     pub fn seed(&self) -> u64 {
         1000 + self.run_no as u64
@@ -115,88 +111,5 @@ impl<'a, R: Ledger> Runner<'a, R> {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
         cmd
-    }
-
-    /// The suite's session load against transceiver `t`: audio on, the plan's window and
-    /// uplink loss, no backend (the scenario adds the one it needs).
-    pub fn load_config(&self, t: &Transceiver, sessions: usize, rate: f64) -> LoadConfig {
-        LoadConfig {
-            target: Target::Voxgate {
-                url: t.signal.clone(),
-                token: None,
-            },
-            sessions,
-            rate,
-            hold: Duration::from_secs_f64(self.plan.hold_secs),
-            settle: Duration::from_secs_f64(if self.args.profile == Profile::Smoke {
-                0.2
-            } else {
-                1.0
-            }),
-            connect_timeout: Duration::from_secs(10),
-            audio: true,
-            data_channel: false,
-            uplink_loss: self.plan.uplink_loss,
-            seed: self.seed(),
-            signaling_threads: 4,
-            server_pid: Some(t.proc.pid()),
-            backend: None,
-            progress: true,
-            bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            teardown: false,
-            metrics_url: None,
-        }
-    }
-
-    /// The built-in backend of transceiver `t`, with room for every session.
-    pub fn backend(
-        &self,
-        t: &Transceiver,
-        sessions: usize,
-        mode: AudioMode,
-        behaviour: Behaviour,
-    ) -> BackendConfig {
-        BackendConfig {
-            url: t.grpc.clone(),
-            worker_id: format!("bench-{}", self.run_no),
-            capacity: (sessions as u32 * 2).max(4),
-            mode,
-            behaviour,
-            sample_rate: 48_000,
-        }
-    }
-
-    /// The backend's downlink duty cycle: 1 s of audio every 2 s.
-    pub fn duty() -> Behaviour {
-        Behaviour::Duty {
-            on: Duration::from_secs(1),
-            period: Duration::from_secs(2),
-        }
-    }
-
-    /// One flow run of the plan's size through `target`.
-    pub fn flows(
-        &self,
-        target: FlowTarget,
-        to: Option<SocketAddr>,
-        sink: SocketAddr,
-        rate: f64,
-        pid: Option<u32>,
-        key: Option<&str>,
-    ) -> anyhow::Result<FlowResult> {
-        relay_load::run(&FlowsArgs {
-            target,
-            to,
-            sink,
-            fleet_key: key.map(str::to_string),
-            fleet_key_id: 1,
-            flows: self.plan.relay_flows,
-            rate,
-            secs: self.plan.relay_secs,
-            size: FLOW_SIZE,
-            server_pid: pid,
-            cpu: Some(1),
-            out: None,
-        })
     }
 }
