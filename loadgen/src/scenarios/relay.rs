@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -50,7 +51,7 @@ pub fn run<R: Ledger>(s: &mut Runner<R>, section: fn(&mut R) -> &mut RelaySectio
             "relay: flat-out throughput, relay vs bare forwarder (rep {})",
             rep + 1
         ));
-        flat_out(s, section, &key, &loadgen);
+        repetition(s, section, FLAT_OUT, 0.0, &key, &loadgen);
     }
     let max: Vec<f64> = section(&mut s.results)
         .relay_max
@@ -64,144 +65,161 @@ pub fn run<R: Ledger>(s: &mut Runner<R>, section: fn(&mut R) -> &mut RelaySectio
             "relay: one-way latency at {rate:.0} pps (half the relay's maximum) (rep {})",
             rep + 1
         ));
-        latency(s, section, &key, &loadgen, rate);
+        repetition(s, section, LATENCY, rate, &key, &loadgen);
     }
 }
 
-/// One repetition of the flat-out runs: relay, forwarder, coturn.
-fn flat_out<R: Ledger>(
-    s: &mut Runner<R>,
-    section: fn(&mut R) -> &mut RelaySection,
-    key: &str,
-    loadgen: &std::path::Path,
-) {
-    let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let r = (|| {
-        let (relay, public) = s.start_relay(key)?;
-        s.flows(
-            FlowTarget::Relay,
-            Some(public),
-            SocketAddr::new(ip, 0),
-            0.0,
-            Some(relay.pid()),
-            Some(key),
-        )
-    })();
-    match r {
-        Ok(r) => section(&mut s.results).relay_max.push(r),
-        Err(e) => {
-            section(&mut s.results).skipped = Some(format!("{e:#}"));
-            s.record_error("relay max", e);
+/// Which profiles and plans measure a leg.
+#[derive(Clone, Copy)]
+enum When {
+    Always,
+    /// Only with the plan's latency baselines (direct path, forwarder).
+    Baselines,
+    /// Not in the smoke profile (coturn is an extra package).
+    NotSmoke,
+}
+
+/// One middle hop measured in a repetition: the runs it adds to, what a failure is called,
+/// and (for the hops a report must explain the absence of) where the failure is kept.
+struct Leg {
+    target: FlowTarget,
+    what: &'static str,
+    when: When,
+    runs: fn(&mut RelaySection) -> &mut Vec<FlowResult>,
+    failure: Option<fn(&mut RelaySection) -> &mut Option<String>>,
+}
+
+impl Leg {
+    const fn new(
+        target: FlowTarget,
+        what: &'static str,
+        when: When,
+        runs: fn(&mut RelaySection) -> &mut Vec<FlowResult>,
+    ) -> Leg {
+        Leg {
+            target,
+            what,
+            when,
+            runs,
+            failure: None,
         }
     }
-    let r = (|| {
-        let (fwd, listen, sink) = s.start_forwarder(loadgen)?;
-        let r = s.flows(
-            FlowTarget::Forwarder,
-            Some(listen),
-            sink,
-            0.0,
-            Some(fwd.pid()),
-            None,
-        );
-        drop(fwd);
-        r
-    })();
-    match r {
-        Ok(r) => section(&mut s.results).forwarder_max.push(r),
-        Err(e) => s.record_error("forwarder max", e),
-    }
-    if s.args.profile != Profile::Smoke {
-        let r = (|| {
-            let (turn, listen) = s.start_coturn()?;
-            s.flows(
-                FlowTarget::Coturn,
-                Some(listen),
-                SocketAddr::new(ip, 0),
-                0.0,
-                Some(turn.pid()),
-                None,
-            )
-        })();
-        match r {
-            Ok(r) => section(&mut s.results).coturn_max.push(r),
-            Err(e) => {
-                section(&mut s.results).coturn_skipped = Some(format!("{e:#}"));
-                s.record_error("coturn max", e);
-            }
-        }
+
+    const fn failure_in(mut self, failure: fn(&mut RelaySection) -> &mut Option<String>) -> Leg {
+        self.failure = Some(failure);
+        self
     }
 }
 
-/// One repetition of the latency runs at `rate`: direct and forwarder (the baselines, when
-/// the plan has them), relay, coturn.
-fn latency<R: Ledger>(
+/// A flat-out repetition, in order.
+const FLAT_OUT: &[Leg] = &[
+    Leg::new(FlowTarget::Relay, "relay max", When::Always, |rl| {
+        &mut rl.relay_max
+    })
+    .failure_in(|rl| &mut rl.skipped),
+    Leg::new(FlowTarget::Forwarder, "forwarder max", When::Always, |rl| {
+        &mut rl.forwarder_max
+    }),
+    Leg::new(FlowTarget::Coturn, "coturn max", When::NotSmoke, |rl| {
+        &mut rl.coturn_max
+    })
+    .failure_in(|rl| &mut rl.coturn_skipped),
+];
+
+/// A latency repetition, in order.
+const LATENCY: &[Leg] = &[
+    Leg::new(
+        FlowTarget::Direct,
+        "direct latency",
+        When::Baselines,
+        |rl| &mut rl.direct_lat,
+    ),
+    Leg::new(
+        FlowTarget::Forwarder,
+        "forwarder latency",
+        When::Baselines,
+        |rl| &mut rl.forwarder_lat,
+    ),
+    Leg::new(FlowTarget::Relay, "relay latency", When::Always, |rl| {
+        &mut rl.relay_lat
+    }),
+    Leg::new(FlowTarget::Coturn, "coturn latency", When::NotSmoke, |rl| {
+        &mut rl.coturn_lat
+    }),
+];
+
+/// One repetition: every leg this profile and plan measure, at `rate` (0: flat out).
+fn repetition<R: Ledger>(
     s: &mut Runner<R>,
     section: fn(&mut R) -> &mut RelaySection,
-    key: &str,
-    loadgen: &std::path::Path,
+    legs: &[Leg],
     rate: f64,
+    key: &str,
+    loadgen: &Path,
 ) {
-    let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    if s.plan.relay_latency_baselines {
-        match s.flows(
-            FlowTarget::Direct,
-            None,
-            SocketAddr::new(ip, 0),
-            rate,
-            None,
-            None,
-        ) {
-            Ok(r) => section(&mut s.results).direct_lat.push(r),
-            Err(e) => s.record_error("direct latency", e),
+    for leg in legs {
+        let measured = match leg.when {
+            When::Always => true,
+            When::Baselines => s.plan.relay_latency_baselines,
+            When::NotSmoke => s.args.profile != Profile::Smoke,
+        };
+        if measured {
+            measure(s, section, leg, rate, key, loadgen);
         }
-        let r = (|| {
+    }
+}
+
+/// Runs `leg` at `rate` and records its result or its failure.
+fn measure<R: Ledger>(
+    s: &mut Runner<R>,
+    section: fn(&mut R) -> &mut RelaySection,
+    leg: &Leg,
+    rate: f64,
+    key: &str,
+    loadgen: &Path,
+) {
+    match through(s, leg.target, rate, key, loadgen) {
+        Ok(r) => (leg.runs)(section(&mut s.results)).push(r),
+        Err(e) => {
+            if let Some(failure) = leg.failure {
+                *failure(section(&mut s.results)) = Some(format!("{e:#}"));
+            }
+            s.record_error(leg.what, e);
+        }
+    }
+}
+
+/// One flow run at `rate` through a fresh middle process of `target` (none for the direct
+/// path), stopped when the run is over.
+fn through<R: Ledger>(
+    s: &mut Runner<R>,
+    target: FlowTarget,
+    rate: f64,
+    key: &str,
+    loadgen: &Path,
+) -> anyhow::Result<FlowResult> {
+    let anywhere = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+    match target {
+        FlowTarget::Relay => {
+            let (relay, public) = s.start_relay(key)?;
+            s.flows(
+                target,
+                Some(public),
+                anywhere,
+                rate,
+                Some(relay.pid()),
+                Some(key),
+            )
+        }
+        FlowTarget::Forwarder => {
             let (fwd, listen, sink) = s.start_forwarder(loadgen)?;
-            s.flows(
-                FlowTarget::Forwarder,
-                Some(listen),
-                sink,
-                rate,
-                Some(fwd.pid()),
-                None,
-            )
-        })();
-        match r {
-            Ok(r) => section(&mut s.results).forwarder_lat.push(r),
-            Err(e) => s.record_error("forwarder latency", e),
+            s.flows(target, Some(listen), sink, rate, Some(fwd.pid()), None)
         }
-    }
-    let r = (|| {
-        let (relay, public) = s.start_relay(key)?;
-        s.flows(
-            FlowTarget::Relay,
-            Some(public),
-            SocketAddr::new(ip, 0),
-            rate,
-            Some(relay.pid()),
-            Some(key),
-        )
-    })();
-    match r {
-        Ok(r) => section(&mut s.results).relay_lat.push(r),
-        Err(e) => s.record_error("relay latency", e),
-    }
-    if s.args.profile != Profile::Smoke {
-        let r = (|| {
+        FlowTarget::Coturn => {
             let (turn, listen) = s.start_coturn()?;
-            s.flows(
-                FlowTarget::Coturn,
-                Some(listen),
-                SocketAddr::new(ip, 0),
-                rate,
-                Some(turn.pid()),
-                None,
-            )
-        })();
-        match r {
-            Ok(r) => section(&mut s.results).coturn_lat.push(r),
-            Err(e) => s.record_error("coturn latency", e),
+            s.flows(target, Some(listen), anywhere, rate, Some(turn.pid()), None)
         }
+        FlowTarget::Direct => s.flows(target, None, anywhere, rate, None, None),
     }
 }
 
