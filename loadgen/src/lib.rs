@@ -22,8 +22,9 @@
 //!  flow sockets ─► relay | forwarder | coturn ─► sink (kernel RX timestamps, counts)
 //! ```
 //!
-//! Everything measured lands in JSON ([`suite::SuiteResults`]); [`report`] turns it into the
-//! Markdown report and SVG plots. Nothing in a report is typed in by hand.
+//! Everything measured lands in JSON ([`suite::SuiteResults`]); each scenario ([`scenarios`])
+//! owns its part of it, its report section, its Targets rows and its "why" note; [`report`]
+//! puts them in one Markdown document with SVG plots. Nothing in a report is typed in by hand.
 
 pub mod addr_arg;
 pub mod backend;
