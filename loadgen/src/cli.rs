@@ -1,15 +1,15 @@
 //! Command-line parsing and dispatch of the `loadgen` binary.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 use voxgate_proto::bridge::AudioMode;
 
 use crate::backend::{BackendConfig, Behaviour};
+use crate::json_out::write_json;
 use crate::session_load::{self, LoadConfig, Target};
 
 /// voxgate load generator and benchmark suite.
@@ -187,28 +187,6 @@ impl SessionsArgs {
             metrics_url: None,
         }
     }
-}
-
-/// Writes `value` as pretty JSON to `out`, or to stdout.
-pub fn write_json<T: serde::Serialize>(value: &T, out: Option<&PathBuf>) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    match out {
-        Some(p) => {
-            std::fs::write(p, text + "\n").with_context(|| format!("writing {}", p.display()))
-        }
-        None => {
-            println!("{text}");
-            Ok(())
-        }
-    }
-}
-
-/// Parses a `host:port` or `port` argument on 127.0.0.1.
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    if let Ok(port) = s.parse::<u16>() {
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    s.parse().map_err(|e| format!("{s:?}: {e}"))
 }
 
 pub fn main() -> anyhow::Result<()> {

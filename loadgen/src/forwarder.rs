@@ -11,8 +11,8 @@ use anyhow::Context as _;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::addr_arg::parse_addr;
 use crate::batch_udp::{set_buffers, RecvBatch, SendBatch};
-use crate::cli::parse_addr;
 
 /// Datagrams per system call, as in the relay's workers.
 pub const BATCH: usize = 32;

@@ -22,20 +22,24 @@
 //!  flow sockets ─► relay | forwarder | coturn ─► sink (kernel RX timestamps, counts)
 //! ```
 //!
-//! Everything measured lands in JSON ([`suite::SuiteResults`]); [`report`] turns it into the
-//! Markdown report and SVG plots. Nothing in a report is typed in by hand.
+//! Everything measured lands in JSON ([`suite::SuiteResults`]); each scenario ([`scenarios`])
+//! owns its part of it, its report section, its Targets rows and its "why" note; [`report`]
+//! puts them in one Markdown document with SVG plots. Nothing in a report is typed in by hand.
 
+pub mod addr_arg;
 pub mod backend;
 pub mod batch_udp;
 pub mod cli;
 pub mod codec_floor;
 pub mod forwarder;
 pub mod janus;
+pub mod json_out;
 pub mod loss;
 pub mod proc_stat;
 pub mod prom_hist;
 pub mod relay_load;
 pub mod report;
+pub mod scenarios;
 pub mod session_load;
 pub mod stats;
 pub mod stun_probe;

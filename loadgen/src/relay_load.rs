@@ -34,8 +34,8 @@ use voxgate_proto::{
     is_relay_framed, looks_like_stun, mint, Direction, FleetKey, RelayHeader, RoutingHint,
 };
 
+use crate::addr_arg::parse_addr;
 use crate::batch_udp::{enable_rx_timestamps, realtime_ns, set_buffers, RecvBatch, SendBatch};
-use crate::cli::parse_addr;
 use crate::proc_stat;
 use crate::stats::{cdf_points, Summary};
 use crate::stun_probe::binding_request;
@@ -459,7 +459,7 @@ pub fn run(a: &FlowsArgs) -> anyhow::Result<FlowResult> {
 
 pub fn run_cli(a: &FlowsArgs) -> anyhow::Result<()> {
     let r = run(a)?;
-    crate::cli::write_json(&r, a.out.as_ref())
+    crate::json_out::write_json(&r, a.out.as_ref())
 }
 
 #[cfg(test)]

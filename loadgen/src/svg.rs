@@ -68,14 +68,123 @@ fn fmt_tick(v: f64) -> String {
     }
 }
 
+/// The plot area and the data range it shows.
+struct Frame {
+    log_x: bool,
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    /// Plot width and height, in pixels.
+    pw: f64,
+    ph: f64,
+}
+
+impl Frame {
+    /// A range holding every point: y from zero (or below) with 5 % headroom; x from zero,
+    /// or whole decades on a log axis.
+    fn fit(pts: &[(f64, f64)], log_x: bool) -> Frame {
+        let tx = |x: f64| if log_x { x.log10() } else { x };
+        let (mut x0, mut x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
+            (a.min(tx(p.0)), b.max(tx(p.0)))
+        });
+        let (mut y0, mut y1) = pts
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+        y0 = y0.min(0.0);
+        if log_x {
+            x0 = x0.floor();
+            x1 = x1.ceil().max(x0 + 1.0);
+        } else {
+            x0 = x0.min(0.0);
+            if x1 <= x0 {
+                x1 = x0 + 1.0;
+            }
+        }
+        if y1 <= y0 {
+            y1 = y0 + 1.0;
+        }
+        y1 *= 1.05;
+        Frame {
+            log_x,
+            x0,
+            x1,
+            y0,
+            y1,
+            pw: W - LEFT - RIGHT,
+            ph: H - TOP - BOTTOM,
+        }
+    }
+
+    fn tx(&self, x: f64) -> f64 {
+        if self.log_x {
+            x.log10()
+        } else {
+            x
+        }
+    }
+
+    fn sx(&self, x: f64) -> f64 {
+        LEFT + (self.tx(x) - self.x0) / (self.x1 - self.x0) * self.pw
+    }
+
+    fn sy(&self, y: f64) -> f64 {
+        TOP + self.ph - (y - self.y0) / (self.y1 - self.y0) * self.ph
+    }
+
+    /// The plot's border, and a grid line with its label at each tick of both axes.
+    fn grid(&self, svg: &mut String) {
+        let (pw, ph) = (self.pw, self.ph);
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
+        );
+        let ystep = nice_step(self.y1 - self.y0);
+        let mut y = (self.y0 / ystep).ceil() * ystep;
+        while y <= self.y1 {
+            let py = self.sy(y);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                LEFT + pw,
+                LEFT - 6.0,
+                py + 4.0,
+                fmt_tick(y)
+            );
+            y += ystep;
+        }
+        let x_tick = |svg: &mut String, v: f64| {
+            let px = self.sx(v);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#ddd"/><text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                TOP + ph,
+                TOP + ph + 16.0,
+                fmt_tick(v)
+            );
+        };
+        if self.log_x {
+            let mut e = self.x0;
+            while e <= self.x1 + 1e-9 {
+                x_tick(svg, 10f64.powf(e));
+                e += 1.0;
+            }
+        } else {
+            let xstep = nice_step(self.x1 - self.x0);
+            let mut x = (self.x0 / xstep).ceil() * xstep;
+            while x <= self.x1 + 1e-9 {
+                x_tick(svg, x);
+                x += xstep;
+            }
+        }
+    }
+}
+
 impl Chart<'_> {
     /// Renders the chart; an empty chart says so.
     pub fn render(&self) -> String {
         let pts = self.series.iter().flat_map(|s| s.points.iter());
-        let pts: Vec<(f64, f64)> = pts
-            .copied()
-            .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
-            .collect();
+        let pts: Vec<(f64, f64)> = pts.copied().filter(|&p| self.plottable(p)).collect();
         let mut svg = String::new();
         let _ = writeln!(
             svg,
@@ -97,79 +206,9 @@ impl Chart<'_> {
             );
             return svg;
         }
-        let tx = |x: f64| if self.log_x { x.log10() } else { x };
-        let (mut x0, mut x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
-            (a.min(tx(p.0)), b.max(tx(p.0)))
-        });
-        let (mut y0, mut y1) = pts
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
-        y0 = y0.min(0.0);
-        if self.log_x {
-            x0 = x0.floor();
-            x1 = x1.ceil().max(x0 + 1.0);
-        } else {
-            x0 = x0.min(0.0);
-            if x1 <= x0 {
-                x1 = x0 + 1.0;
-            }
-        }
-        if y1 <= y0 {
-            y1 = y0 + 1.0;
-        }
-        y1 *= 1.05;
-        let pw = W - LEFT - RIGHT;
-        let ph = H - TOP - BOTTOM;
-        let sx = |x: f64| LEFT + (tx(x) - x0) / (x1 - x0) * pw;
-        let sy = |y: f64| TOP + ph - (y - y0) / (y1 - y0) * ph;
-        // Axes and grid.
-        let _ = writeln!(
-            svg,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
-        );
-        let ystep = nice_step(y1 - y0);
-        let mut y = (y0 / ystep).ceil() * ystep;
-        while y <= y1 {
-            let py = sy(y);
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-                LEFT + pw,
-                LEFT - 6.0,
-                py + 4.0,
-                fmt_tick(y)
-            );
-            y += ystep;
-        }
-        if self.log_x {
-            let mut e = x0;
-            while e <= x1 + 1e-9 {
-                let v = 10f64.powf(e);
-                let px = sx(v);
-                let _ = writeln!(
-                    svg,
-                    r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#ddd"/><text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-                    TOP + ph,
-                    TOP + ph + 16.0,
-                    fmt_tick(v)
-                );
-                e += 1.0;
-            }
-        } else {
-            let xstep = nice_step(x1 - x0);
-            let mut x = (x0 / xstep).ceil() * xstep;
-            while x <= x1 + 1e-9 {
-                let px = sx(x);
-                let _ = writeln!(
-                    svg,
-                    r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#ddd"/><text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-                    TOP + ph,
-                    TOP + ph + 16.0,
-                    fmt_tick(x)
-                );
-                x += xstep;
-            }
-        }
+        let frame = Frame::fit(&pts, self.log_x);
+        frame.grid(&mut svg);
+        let (pw, ph) = (frame.pw, frame.ph);
         let _ = writeln!(
             svg,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
@@ -184,47 +223,56 @@ impl Chart<'_> {
             TOP + ph / 2.0,
             esc(self.y_label)
         );
-        // Series.
         for (i, s) in self.series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            let path: Vec<String> = s
-                .points
-                .iter()
-                .filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
-                .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
-                .collect();
-            if path.is_empty() {
-                continue;
-            }
-            let dash = if s.dashed {
-                r#" stroke-dasharray="6 4""#
-            } else {
-                ""
-            };
-            let _ = writeln!(
-                svg,
-                r#"<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{}"/>"#,
-                path.join(" ")
-            );
-            if s.markers {
-                for p in &path {
-                    let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
-                    let _ = writeln!(svg, r#"<circle cx="{x}" cy="{y}" r="3.5" fill="{color}"/>"#);
-                }
-            }
-            let ly = TOP + 14.0 + 16.0 * i as f64;
-            let lx = LEFT + 12.0;
-            let _ = writeln!(
-                svg,
-                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"{dash}/><text x="{}" y="{}">{}</text>"#,
-                lx + 22.0,
-                lx + 28.0,
-                ly + 4.0,
-                esc(&s.label)
-            );
+            self.series_line(&mut svg, &frame, i, s);
         }
         svg.push_str("</svg>\n");
         svg
+    }
+
+    /// A finite point, and on a log axis one right of zero.
+    fn plottable(&self, (x, y): (f64, f64)) -> bool {
+        x.is_finite() && y.is_finite() && (!self.log_x || x > 0.0)
+    }
+
+    /// Series `i`: its line (and markers), and its entry in the legend.
+    fn series_line(&self, svg: &mut String, frame: &Frame, i: usize, s: &Series) {
+        let color = COLORS[i % COLORS.len()];
+        let path: Vec<String> = s
+            .points
+            .iter()
+            .filter(|&&p| self.plottable(p))
+            .map(|&(x, y)| format!("{:.1},{:.1}", frame.sx(x), frame.sy(y)))
+            .collect();
+        if path.is_empty() {
+            return;
+        }
+        let dash = if s.dashed {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{}"/>"#,
+            path.join(" ")
+        );
+        if s.markers {
+            for p in &path {
+                let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
+                let _ = writeln!(svg, r#"<circle cx="{x}" cy="{y}" r="3.5" fill="{color}"/>"#);
+            }
+        }
+        let ly = TOP + 14.0 + 16.0 * i as f64;
+        let lx = LEFT + 12.0;
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"{dash}/><text x="{}" y="{}">{}</text>"#,
+            lx + 22.0,
+            lx + 28.0,
+            ly + 4.0,
+            esc(&s.label)
+        );
     }
 }
 

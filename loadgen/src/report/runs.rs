@@ -1,0 +1,28 @@
+//! Medians over the repetitions of a session scenario ([`LoadResult`]s) that several sections
+//! of the report print.
+
+use crate::session_load::{LoadResult, ServerUsage};
+use crate::stats::median;
+
+/// The median server CPU-seconds per session-second.
+pub fn cpu_per_session(runs: &[LoadResult]) -> Option<f64> {
+    server(runs, |s| s.cpu_per_session_sec)
+}
+
+/// The median server CPU µs per datagram the clients sent or received.
+pub fn us_per_packet(runs: &[LoadResult]) -> Option<f64> {
+    server(runs, |s| s.us_per_packet)
+}
+
+/// The median of `f` over the runs that read the server's usage.
+pub fn server<T>(runs: &[LoadResult], f: impl Fn(&ServerUsage) -> T) -> Option<f64>
+where
+    T: Into<f64>,
+{
+    median(
+        &runs
+            .iter()
+            .filter_map(|r| r.server.as_ref().map(|s| f(s).into()))
+            .collect::<Vec<_>>(),
+    )
+}

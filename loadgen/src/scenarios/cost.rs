@@ -1,0 +1,526 @@
+//! Transceiver CPU per session against the libopus floor: PCM and passthrough sessions at
+//! growing counts, a duty-cycle backend, the server's CPU read from `/proc`; the codec floor
+//! measured in process on the same frames.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use voxgate_proto::bridge::AudioMode;
+
+use crate::codec_floor::{self, CodecFloor, CodecFloorArgs};
+use crate::report::cells::{at_most, med, num, thousands};
+use crate::report::runs::{cpu_per_session, server, us_per_packet};
+use crate::session_load::{self, LoadResult};
+use crate::stats::median;
+use crate::suite::args::Profile;
+use crate::suite::perf::{self, ServerProfile};
+use crate::suite::plan::Plan;
+use crate::suite::runner::{Ledger, Runner};
+use crate::suite::servers::TransceiverOpts;
+
+/// One point of the transceiver-cost curve.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CostPoint {
+    pub mode: String,
+    pub sessions: usize,
+    pub runs: Vec<LoadResult>,
+}
+
+/// The parts of the results the cost runs write: the curve and the perf profiles.
+pub type CostSlots<R> = fn(&mut R) -> (&mut Vec<CostPoint>, &mut Vec<ServerProfile>);
+
+/// The libopus floor, in process, before any server starts.
+pub fn measure_floor<R: Ledger>(s: &mut Runner<R>, floor: fn(&mut R) -> &mut Option<CodecFloor>) {
+    s.say("codec floor (libopus decode + encode, in process)");
+    let a = CodecFloorArgs {
+        bitrate: 32_000,
+        complexity: 5,
+        sample_rate: 48_000,
+        duty: 0.5,
+        frames: s.plan.codec_frames,
+        repeats: if s.args.profile == Profile::Smoke {
+            1
+        } else {
+            5
+        },
+        out: None,
+    };
+    match codec_floor::run(&a) {
+        Ok(f) => *floor(&mut s.results) = Some(f),
+        Err(e) => s.record_error("codec floor", e),
+    }
+}
+
+/// Every mode of the plan at every session count, each point saved as soon as it is done.
+pub fn run<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>) {
+    for (mode_name, mode) in [
+        ("pcm", AudioMode::Pcm),
+        ("passthrough", AudioMode::OpusPassthrough),
+    ] {
+        if !s.plan.modes.iter().any(|m| m == mode_name) {
+            continue;
+        }
+        for &n in &s.plan.cost_sessions.clone() {
+            let mut point = CostPoint {
+                mode: mode_name.into(),
+                sessions: n,
+                runs: Vec::new(),
+            };
+            for rep in 0..s.plan.reps {
+                s.say(&format!(
+                    "transceiver cost: {mode_name}, {n} sessions, duty cycle 1 s / 2 s (rep {})",
+                    rep + 1
+                ));
+                // The largest point of the first repetition is profiled.
+                let perf = rep == 0
+                    && s.plan.perf_secs > 0.0
+                    && !s.skip("perf")
+                    && n == *s.plan.cost_sessions.iter().max().unwrap_or(&0);
+                match cost_run(s, slots, &format!("cost-{mode_name}-{n}"), n, mode, perf) {
+                    Ok(r) => point.runs.push(r),
+                    Err(e) => s.record_error(&format!("cost {mode_name} {n}"), e),
+                }
+            }
+            slots(&mut s.results).0.push(point);
+            s.save();
+        }
+    }
+}
+
+fn cost_run<R: Ledger>(
+    s: &mut Runner<R>,
+    slots: CostSlots<R>,
+    name: &str,
+    n: usize,
+    mode: AudioMode,
+    perf: bool,
+) -> anyhow::Result<LoadResult> {
+    let t = s.start_transceiver(name, &TransceiverOpts::default())?;
+    let mut cfg = s.load_config(&t, n, s.plan.cost_rate);
+    cfg.backend = Some(s.backend(&t, n, mode, Runner::<R>::duty()));
+    if mode == AudioMode::Pcm {
+        // The in-transceiver hand-off (socket → PCM on the gRPC stream) of the media
+        // latency target, from the transceiver's own histogram.
+        cfg.metrics_url = Some(format!("{}/metrics", t.signal));
+    }
+    let profiler = if perf {
+        Some(perf::record_during(
+            &s.args.work_dir,
+            s.plan.perf_secs,
+            &format!("{name} ({} loops)", s.args.loops),
+            t.proc.pid(),
+            &cfg,
+        ))
+    } else {
+        None
+    };
+    let r = session_load::run(&cfg);
+    if let Some(p) = profiler {
+        match p.join() {
+            Ok(Some(prof)) => slots(&mut s.results).1.push(prof),
+            Ok(None) => {}
+            Err(_) => s
+                .results
+                .errors()
+                .push(format!("{name}: perf thread panicked")),
+        }
+    }
+    drop(t);
+    r
+}
+
+// ---- report --------------------------------------------------------------------------------
+
+/// Server CPU over the libopus cost of the frames it actually handled in the window: every
+/// uplink packet the clients sent decoded, every downlink packet they received encoded.
+fn work_floor_ratio(runs: &[LoadResult], floor: Option<&CodecFloor>) -> Option<f64> {
+    let f = floor?;
+    let ratios: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| {
+            let cpu = r.server.as_ref()?.cpu_secs;
+            let work = (r.window_audio_sent as f64 * f.decode_us_per_frame
+                + r.window_audio_received as f64 * f.encode_us_per_frame)
+                / 1e6;
+            (work > 0.0).then_some(cpu / work)
+        })
+        .collect();
+    median(&ratios)
+}
+
+/// Why a run measured less than its nominal load, if it did.
+fn shortfall(r: &LoadResult, sessions: usize) -> String {
+    let mut notes = Vec::new();
+    if r.ramp_truncated {
+        notes.push(format!(
+            "server stopped admitting in time: {} of {} sessions signaled",
+            r.sessions_signaled, sessions
+        ));
+    }
+    let saturated = r
+        .first_signaling_error
+        .as_deref()
+        .is_some_and(|e| e.contains("saturated"));
+    if r.signaling_errors > 0 && saturated {
+        notes.push(format!(
+            "capacity reached: the transceiver admitted {} of {} and refused {} with 503 (media \
+             loop past --max-loop-busy); measured at the admitted load",
+            r.sessions_signaled, sessions, r.signaling_errors
+        ));
+    } else if r.signaling_errors > 0 {
+        notes.push(format!(
+            "{} signaling errors, first: {}",
+            r.signaling_errors,
+            r.first_signaling_error.as_deref().unwrap_or("?").trim()
+        ));
+    }
+    let up = r.sessions_connected_window_end.max(1) as f64;
+    let uplink = r.window_audio_sent as f64 / r.window_secs.max(1e-9);
+    if uplink < 0.95 * 50.0 * up {
+        notes.push(format!(
+            "load generator saturated: it sent {:.0} % of the nominal uplink ({} frames skipped)",
+            100.0 * uplink / (50.0 * up),
+            r.loadgen_frames_skipped
+        ));
+    }
+    notes.join("; ")
+}
+
+/// The points of `mode` that have runs.
+fn measured<'a>(cost: &'a [CostPoint], mode: &'a str) -> impl Iterator<Item = &'a CostPoint> {
+    cost.iter()
+        .filter(move |p| p.mode == mode && !p.runs.is_empty())
+}
+
+/// Rows of the Targets table: PCM CPU against the codec floor, passthrough CPU per packet.
+pub fn targets(md: &mut String, cost: &[CostPoint], floor: Option<&CodecFloor>) {
+    let floor_cps = floor.map(|f| f.cpu_per_session_sec);
+    for p in measured(cost, "pcm") {
+        let ratio = work_floor_ratio(&p.runs, floor);
+        let note = shortfall(&p.runs[0], p.sessions);
+        let _ = writeln!(
+            md,
+            "| PCM-mode CPU ≤ 1.3 × codec floor, {} sessions | {} × the libopus cost of the frames handled ({} CPU-ms per session-second; nominal floor {}){} | {} |",
+            p.sessions,
+            num(ratio, 2),
+            num(cpu_per_session(&p.runs).map(|v| v * 1e3), 3),
+            num(floor_cps.map(|v| v * 1e3), 3),
+            if note.is_empty() { String::new() } else { format!("; {note}") },
+            at_most(ratio, 1.3, "×")
+        );
+    }
+    for p in measured(cost, "passthrough") {
+        let us = us_per_packet(&p.runs);
+        let note = shortfall(&p.runs[0], p.sessions);
+        let _ = writeln!(
+            md,
+            "| passthrough ≤ 5 µs transceiver CPU per packet, {} sessions | {} µs{} | {} |",
+            p.sessions,
+            num(us, 2),
+            if note.is_empty() {
+                String::new()
+            } else {
+                format!(" ({note})")
+            },
+            at_most(us, 5.0, "µs")
+        );
+    }
+}
+
+/// The "Transceiver cost per session" section: the codec floor and one row per point.
+pub fn section(
+    md: &mut String,
+    cost: &[CostPoint],
+    floor: Option<&CodecFloor>,
+    plan: Option<&Plan>,
+) {
+    let _ = writeln!(md, "## Transceiver cost per session\n");
+    if let Some(f) = floor {
+        let _ = writeln!(
+            md,
+            "Codec floor (same run, same machine, libopus alone on the same frames): decode {:.1} µs and encode {:.1} µs per 20 ms \
+             frame at {} Hz (complexity {}, {} bit/s, in-band FEC) ⇒ **{:.3} CPU-ms per PCM session-second** with a {:.0} % downlink \
+             duty cycle ({:.3} with a full-time downlink).\n",
+            f.decode_us_per_frame,
+            f.encode_us_per_frame,
+            f.sample_rate,
+            f.complexity,
+            f.bitrate,
+            f.cpu_per_session_sec * 1e3,
+            f.duty * 100.0,
+            f.cpu_per_session_sec_full_duplex * 1e3
+        );
+    }
+    let _ = writeln!(
+        md,
+        "Each session sends 50 Opus packets/s up; the built-in backend plays 1 s of audio every 2 s (PCM: 48 kHz PCM chunks, \
+         transcoded by the transceiver; passthrough: pre-encoded Opus packets). Arrivals at {}/s; measured over a {} s window \
+         once all sessions are up. CPU is the transceiver process's utime+stime from `/proc/<pid>/stat` (all its threads: media \
+         loop, gRPC, signaling) over the window. *µs per packet* divides by every datagram the clients sent or received in \
+         the window.\n",
+        plan.map_or(0.0, |p| p.cost_rate),
+        plan.map_or(0.0, |p| p.hold_secs)
+    );
+    let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled | CPU µs per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for p in cost {
+        point_row(md, p, floor);
+    }
+    let _ = writeln!(
+        md,
+        "\nNominal downlink: the backend plays 1 s of every 2 s, i.e. 25 packets/s per session. A run that receives less \
+         was handed the audio but did not play it out at one frame per 20 ms. The floor ratio counts only the frames \
+         actually handled in the window (uplink packets sent decoded, downlink packets received encoded).\n"
+    );
+    let _ = writeln!(md, "![CPU per session](cpu_per_session.svg)\n");
+}
+
+fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
+    if p.runs.is_empty() {
+        let _ = writeln!(
+            md,
+            "| {} | {} | failed | | | | | | | | | | |",
+            p.mode, p.sessions
+        );
+        return;
+    }
+    let runs = &p.runs;
+    let cps = cpu_per_session(runs);
+    let ratio = if p.mode == "pcm" {
+        num(work_floor_ratio(runs, floor), 2)
+    } else {
+        "–".into()
+    };
+    let up = med(runs, |x| x.sessions_connected_window_end as f64).unwrap_or(0.0);
+    let lossy = med(runs, |x| {
+        x.loss
+            .sessions_with_uplink_loss
+            .max(x.loss.sessions_with_downlink_loss) as f64
+    });
+    let _ = writeln!(
+        md,
+        "| {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} |",
+        p.mode,
+        p.sessions,
+        num(Some(up), 0),
+        num(server(runs, |s| s.cores), 2),
+        num(cps.map(|v| v * 1e3), 3),
+        ratio,
+        num(us_per_packet(runs), 2),
+        thousands(med(runs, |x| x.window_audio_sent as f64
+            / x.window_secs.max(1e-9))),
+        thousands(Some(up * 50.0)),
+        thousands(med(runs, |x| x.window_audio_received as f64
+            / x.window_secs.max(1e-9))),
+        thousands(Some(up * 25.0)),
+        num(med(runs, |x| 100.0 * x.loss.uplink_loss_ratio), 3),
+        num(med(runs, |x| 100.0 * x.loss.downlink_loss_ratio), 3),
+        num(lossy, 0),
+        shortfall(&runs[0], p.sessions),
+    );
+}
+
+/// Symbol-name fragments of libopus (linked statically into the transceiver).
+const LIBOPUS_SYMBOLS: &[&str] = &[
+    "opus",
+    "silk",
+    "celt",
+    "clt_",
+    "quant",
+    "pulses",
+    "deemphasis",
+    "exp_rotation",
+    "compute_theta",
+    "ec_dec",
+    "ec_enc",
+    "pitch",
+    "mdct",
+    "kf_bfly",
+];
+/// Symbol-name fragments of SRTP and DTLS cryptography (aws-lc).
+const CRYPTO_SYMBOLS: &[&str] = &[
+    "aes", "gcm", "aead", "sha", "hmac", "aws_lc", "p384", "montj", "ecdsa",
+];
+
+/// The share of a perf profile's samples in symbols/DSOs matching any of `needles`.
+fn profile_share(top: &[String], needles: &[&str]) -> f64 {
+    top.iter()
+        .filter(|l| {
+            let low = l.to_lowercase();
+            needles.iter().any(|n| low.contains(n))
+        })
+        .filter_map(|l| {
+            l.split('%')
+                .next()
+                .and_then(|p| p.trim().parse::<f64>().ok())
+        })
+        .fold(0.0, |a, b| a + b)
+}
+
+/// What the cost runs need to explain their CPU: the codec floor, the perf profiles taken
+/// during them, and the transceiver's loop count.
+pub struct CostEvidence<'a> {
+    pub floor: Option<&'a CodecFloor>,
+    pub profiles: &'a [ServerProfile],
+    pub loops: usize,
+}
+
+/// Why the CPU targets were missed, if they were: the perf profiles, passthrough's fixed
+/// cost per packet, PCM's cost beyond the codec, saturation. True when it wrote a note.
+pub fn why(md: &mut String, cost: &[CostPoint], e: &CostEvidence) -> bool {
+    let mut any = false;
+    let floor = e.floor.map(|f| f.cpu_per_session_sec);
+    let pcm_missed = cost
+        .iter()
+        .filter(|p| p.mode == "pcm")
+        .any(|p| matches!((cpu_per_session(&p.runs), floor), (Some(c), Some(f)) if c > 1.3 * f));
+    let pass_missed = cost
+        .iter()
+        .filter(|p| p.mode == "passthrough")
+        .any(|p| us_per_packet(&p.runs).is_some_and(|u| u > 5.0));
+    for prof in e.profiles {
+        if !(pcm_missed || pass_missed) {
+            break;
+        }
+        any = true;
+        profile_note(md, prof);
+    }
+    if pass_missed {
+        any = true;
+        passthrough_note(md, cost);
+    }
+    if pcm_missed {
+        any |= pcm_floor_note(md, cost, floor);
+    }
+    if pcm_missed || pass_missed {
+        saturation_note(md, cost, e.loops);
+    }
+    any
+}
+
+fn profile_note(md: &mut String, prof: &ServerProfile) {
+    let opus = profile_share(&prof.top, LIBOPUS_SYMBOLS);
+    let crypto = profile_share(&prof.top, CRYPTO_SYMBOLS);
+    let kernel = profile_share(&prof.top, &["[kernel", "kernel."]);
+    let _ = writeln!(
+        md,
+        "- **Transceiver CPU**, perf profile of `{}` during the window (top symbols; by symbol name: libopus {:.0} %, SRTP/DTLS crypto {:.0} %, \
+         kernel {:.0} % of the listed samples):\n\n  ```text\n{}\n  ```",
+        prof.scenario,
+        opus,
+        crypto,
+        kernel,
+        prof.top.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+    );
+}
+
+fn passthrough_note(md: &mut String, cost: &[CostPoint]) {
+    let by_load: Vec<String> = cost
+        .iter()
+        .filter(|p| p.mode == "passthrough")
+        .filter_map(|p| {
+            let n = med(&p.runs, |x| x.sessions_connected_window_end as f64)?;
+            Some(format!("{:.1} µs at {n:.0}", us_per_packet(&p.runs)?))
+        })
+        .collect();
+    let _ = writeln!(
+        md,
+        "- **Passthrough per packet**: {}. At low load each packet arrives alone and pays a whole wakeup: \
+         `epoll_wait`, `recvmmsg`, str0m (SRTP, RTP bookkeeping), `sendmmsg`, and a gRPC write on the backend's \
+         connection, with the context switches that go with them (the kernel lines of the profiles above). Batches fill \
+         only as the load grows, so the cost per packet falls with it; the fixed part is the price of handing each \
+         packet on the moment it arrives rather than holding it to batch.",
+        by_load.join(", ")
+    );
+}
+
+/// PCM's cost split into the floor and the rest, at the smallest point; true when written.
+fn pcm_floor_note(md: &mut String, cost: &[CostPoint], floor: Option<f64>) -> bool {
+    let at = |mode: &str| {
+        cost.iter()
+            .filter(|p| p.mode == mode)
+            .min_by_key(|p| p.sessions)
+            .and_then(|p| Some((p.sessions, cpu_per_session(&p.runs)? * 1e3)))
+    };
+    let (Some((n, pcm)), Some((_, pass)), Some(f)) = (at("pcm"), at("passthrough"), floor) else {
+        return false;
+    };
+    let _ = writeln!(
+        md,
+        "- **PCM above the codec floor** at {n} sessions: {pcm:.2} CPU-ms per session-second, of which libopus is \
+         {:.2} (the floor) and the rest, {:.2}, is the packet path that passthrough also pays ({pass:.2} in total \
+         there) plus PCM messages 24× the size of Opus ones (1,920 bytes per 20 ms at 48 kHz) through protobuf, \
+         HTTP/2 and TCP. The floor excludes everything but the codec, so a ratio of 1.3 would need the whole \
+         non-codec path to cost under 30 % of the codec's.",
+        f * 1e3,
+        pcm - f * 1e3
+    );
+    true
+}
+
+fn saturation_note(md: &mut String, cost: &[CostPoint], loops: usize) {
+    let saturated: Vec<String> = cost
+        .iter()
+        .filter(|p| server(&p.runs, |s| s.cores).is_some_and(|c| c > 0.9))
+        .map(|p| format!("{} × {}", p.mode, p.sessions))
+        .collect();
+    if !saturated.is_empty() {
+        let _ = writeln!(
+            md,
+            "- The transceiver used more than 0.9 of a core in: {}. With `--loops {}` its media work has one core; beyond \
+             that, frames queue and are dropped (see the loss columns), so per-session cost there is measured on a \
+             saturated process.",
+            saturated.join(", "),
+            loops
+        );
+    }
+}
+
+/// Why PCM sessions received less downlink than the backend played, if they did.
+pub fn why_downlink(md: &mut String, cost: &[CostPoint], floor: Option<&CodecFloor>) -> bool {
+    let mut any = false;
+    for p in measured(cost, "pcm") {
+        let x = &p.runs[0];
+        let up = x.sessions_connected_window_end as f64;
+        let got = x.window_audio_received as f64 / x.window_secs.max(1e-9);
+        if up > 0.0 && got < 0.9 * 25.0 * up {
+            any = true;
+            let _ = writeln!(
+                md,
+                "- **PCM downlink at {} sessions**: clients received {:.0} packets/s of the nominal {:.0} ({:.0} %), with {} \
+                 downlink sequence gaps, so the transceiver did not send the rest (nothing was lost on the way). The backend \
+                 queued {} chunks of 100 ms in the run. The transceiver used {} cores in the window with its one media loop \
+                 pinned to one core that it shares with the rest of the machine: the loop is saturated, its 20 ms downlink \
+                 ticks run late, and each late tick still plays one frame, so playout stretches instead of keeping up \
+                 (encoding is the dominant codec cost: {:.0} µs per frame against {:.0} µs to decode). Beyond this point a \
+                 PCM session costs more than this machine has; more loops (cores) or a cheaper encoder setting is the fix.",
+                p.sessions,
+                got,
+                25.0 * up,
+                100.0 * got / (25.0 * up),
+                x.loss.downlink_lost,
+                x.backend_downlink_sent,
+                num(x.server.as_ref().map(|s| s.cores), 2),
+                floor.map_or(0.0, |f| f.encode_us_per_frame),
+                floor.map_or(0.0, |f| f.decode_us_per_frame),
+            );
+        }
+    }
+    any
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_shares_add_matching_lines() {
+        let top = vec![
+            "30.00%  transceiver  libopus.so  [.] silk_encode".to_string(),
+            "10.50%  transceiver  [kernel.kallsyms]  [k] udp_sendmsg".to_string(),
+        ];
+        assert!((profile_share(&top, &["silk"]) - 30.0).abs() < 1e-9);
+        assert!((profile_share(&top, &["[kernel"]) - 10.5).abs() < 1e-9);
+    }
+}

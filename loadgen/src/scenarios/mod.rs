@@ -1,0 +1,13 @@
+//! The scenarios of the benchmark suite, one module each. A scenario owns what it runs (its
+//! part of the [`crate::suite::Plan`] decides how much), its results type, its report
+//! section, its rows of the Targets table with their verdicts, and its "why" explanation.
+//! [`crate::suite::SCENARIOS`] lists them; adding one means a module here and a line there.
+
+pub mod cost;
+pub mod media;
+pub mod memory;
+pub mod micro;
+pub mod peers;
+pub mod relay;
+pub mod setup;
+pub mod via_relay;

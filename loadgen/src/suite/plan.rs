@@ -1,0 +1,88 @@
+//! The sizes and times of each profile (smoke, quick, full): one table, serialized into the
+//! results as `plan`, so a report says what its run was asked to do.
+
+use serde::{Deserialize, Serialize};
+
+use crate::suite::args::Profile;
+
+/// The sizes and times of one profile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    pub reps: usize,
+    pub cost_sessions: Vec<usize>,
+    pub cost_rate: f64,
+    pub hold_secs: f64,
+    pub setup_rates: Vec<(f64, usize)>,
+    pub memory_sessions: usize,
+    pub peer_sessions: usize,
+    pub via_relay_sessions: usize,
+    pub relay_flows: usize,
+    pub relay_secs: f64,
+    pub codec_frames: usize,
+    pub uplink_loss: f64,
+    pub perf_secs: f64,
+    /// Audio modes of the cost runs.
+    pub modes: Vec<String>,
+    /// Run the latency comparison of the relay against the direct path and the forwarder.
+    pub relay_latency_baselines: bool,
+}
+
+impl Plan {
+    pub fn of(p: Profile) -> Plan {
+        match p {
+            Profile::Smoke => Plan {
+                reps: 1,
+                cost_sessions: vec![4],
+                cost_rate: 50.0,
+                hold_secs: 1.0,
+                setup_rates: vec![],
+                memory_sessions: 0,
+                peer_sessions: 0,
+                via_relay_sessions: 0,
+                relay_flows: 20,
+                relay_secs: 0.5,
+                codec_frames: 200,
+                uplink_loss: 0.05,
+                perf_secs: 0.0,
+                modes: vec!["pcm".into()],
+                relay_latency_baselines: false,
+            },
+            Profile::Quick => Plan {
+                reps: 1,
+                cost_sessions: vec![100, 250, 500, 1000],
+                cost_rate: 100.0,
+                hold_secs: 10.0,
+                setup_rates: vec![(20.0, 100), (100.0, 200)],
+                memory_sessions: 1000,
+                peer_sessions: 100,
+                via_relay_sessions: 100,
+                relay_flows: 200,
+                relay_secs: 3.0,
+                codec_frames: 3000,
+                uplink_loss: 0.0,
+                perf_secs: 4.0,
+                modes: vec!["pcm".into(), "passthrough".into()],
+                relay_latency_baselines: true,
+            },
+            Profile::Full => Plan {
+                reps: 3,
+                cost_sessions: vec![100, 250, 500, 750, 1000],
+                cost_rate: 100.0,
+                hold_secs: 30.0,
+                // Within one loop's capacity: setup latency, not saturation (the cost runs
+                // measure where capacity ends).
+                setup_rates: vec![(20.0, 300), (100.0, 300)],
+                memory_sessions: 1000,
+                peer_sessions: 200,
+                via_relay_sessions: 300,
+                relay_flows: 1000,
+                relay_secs: 10.0,
+                codec_frames: 10000,
+                uplink_loss: 0.0,
+                perf_secs: 10.0,
+                modes: vec!["pcm".into(), "passthrough".into()],
+                relay_latency_baselines: true,
+            },
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Server processes of a run and the ports they listen on: spawned with their output in a
+//! log, stopped on drop; free ports probed by binding; readiness waited for on HTTP or TCP.
+
+use std::fs;
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+
+/// A server process, stopped (SIGTERM, then SIGKILL) on drop.
+pub struct Proc {
+    child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> anyhow::Result<Proc> {
+        let f = fs::File::create(log).with_context(|| format!("log {}", log.display()))?;
+        cmd.stdin(Stdio::null()).stdout(f.try_clone()?).stderr(f);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {name} ({cmd:?})"))?;
+        Ok(Proc {
+            child,
+            name: name.to_string(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn stop(&mut self) {
+        if !self.alive() {
+            return;
+        }
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if !self.alive() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub fn free_tcp_port(ip: IpAddr) -> anyhow::Result<u16> {
+    Ok(TcpListener::bind((ip, 0))?.local_addr()?.port())
+}
+
+/// A base port P with P..P+n free for UDP on `ip`.
+pub fn free_udp_ports(ip: IpAddr, n: u16) -> anyhow::Result<u16> {
+    for _ in 0..100 {
+        let first = UdpSocket::bind((ip, 0))?;
+        let base = first.local_addr()?.port();
+        if base.checked_add(n).is_none() {
+            continue;
+        }
+        let rest: Result<Vec<_>, _> = (1..n).map(|i| UdpSocket::bind((ip, base + i))).collect();
+        if rest.is_ok() {
+            return Ok(base);
+        }
+    }
+    bail!("no free UDP port range")
+}
+
+pub fn wait_http(url: &str, timeout: Duration) -> anyhow::Result<()> {
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .no_proxy()
+        .build()?;
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if http.get(url).send().is_ok_and(|r| r.status().is_success()) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("{url} did not answer within {timeout:?}")
+}
+
+pub fn wait_tcp(addr: SocketAddr, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("{addr} did not accept within {timeout:?}")
+}
+
+/// The first `name` on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    })
+}
