@@ -72,6 +72,10 @@ struct Args {
     /// Longest utterance (seconds); longer speech is cut and played as it stands.
     #[arg(long, env = "VOXGATE_ECHO_MAX_UTTERANCE_SECS", default_value_t = 15)]
     max_utterance_secs: u64,
+    /// Speech longer than --max-utterance-secs comes back in pieces of that length, one after
+    /// another, for as long as the caller talks (a delay line), instead of only its first piece.
+    #[arg(long, env = "VOXGATE_ECHO_CONTINUOUS")]
+    continuous: bool,
 }
 
 fn parse_rate(s: &str) -> Result<u32, String> {
@@ -146,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
             speech_db: args.speech_db,
             silence: Duration::from_millis(args.silence_ms),
             max_utterance: Duration::from_secs(args.max_utterance_secs),
+            continuous: args.continuous,
             ..VadConfig::default()
         },
         slots: Arc::new(Slots::new(args.capacity)),

@@ -14,6 +14,11 @@
 //!    └──────────────────────────────── Draining (the caller is still talking: ignore it)
 //! ```
 //!
+//! With `continuous`, an utterance cut at `max_utterance` goes on in `Speaking` instead of
+//! `Draining`: long speech comes back piece by piece, each piece queued behind the last, so a
+//! caller who talks on hears an unbroken reply delayed by `max_utterance` (a delay line). Tests
+//! use it for a downlink that flows for as long as the uplink does.
+//!
 //! Whether a reply is still playing is the machine's own estimate (when a reply was handed out
 //! plus its length), stretched by the transceiver's `PlaybackProgress.queued_ms`
 //! ([`Utterances::handle_progress`]). Time inside the stream is counted in samples, so a test
@@ -37,6 +42,9 @@ pub struct VadConfig {
     pub silence: Duration,
     /// Longest utterance; longer speech is cut and played as it stands.
     pub max_utterance: Duration,
+    /// Speech past `max_utterance` is cut into further pieces, each played in turn, instead of
+    /// being ignored until the caller pauses.
+    pub continuous: bool,
 }
 
 impl Default for VadConfig {
@@ -47,6 +55,7 @@ impl Default for VadConfig {
             onset_frames: 2,
             silence: Duration::from_millis(600),
             max_utterance: Duration::from_secs(15),
+            continuous: false,
         }
     }
 }
@@ -218,7 +227,12 @@ impl Utterances {
     }
 
     fn check_max(&mut self, now: Instant) -> Option<Action> {
-        (self.heard.len() >= self.max_samples).then(|| self.finish(now, Phase::Draining))
+        let next = if self.cfg.continuous {
+            Phase::Speaking
+        } else {
+            Phase::Draining
+        };
+        (self.heard.len() >= self.max_samples).then(|| self.finish(now, next))
     }
 
     /// Ends the utterance: hands out its voiced part and counts it as playing from `now`.
@@ -450,6 +464,27 @@ mod tests {
         f.tone(20, 0.3);
         f.silence(40);
         assert_eq!(f.plays().len(), 2);
+    }
+
+    #[test]
+    fn continuous_mode_plays_long_speech_piece_by_piece_without_gaps() {
+        let mut f = Feed::new(VadConfig {
+            max_utterance: Duration::from_secs(2),
+            continuous: true,
+            ..cfg(16_000)
+        });
+        f.tone(250, 0.3); // 5 s of talking
+        f.silence(40);
+        // Cut at 2 s and 4 s; the last second ends with the silence (30 frames later).
+        assert_eq!(
+            f.plays(),
+            vec![(99, 100 * 320), (199, 100 * 320), (250 + 29, 50 * 320)]
+        );
+        assert!(f.clears().is_empty(), "talking on is no barge-in");
+        // Each piece is queued behind the one before: the reply is one unbroken stream.
+        let first_cut = f.now - FRAME * (290 - 99);
+        assert!(f.m.is_playing(first_cut + Duration::from_millis(4_999)));
+        assert!(!f.m.is_playing(first_cut + Duration::from_millis(5_001)));
     }
 
     #[test]

@@ -89,7 +89,7 @@ fn header(c: &mut Criterion) {
     });
 }
 
-/// The transceiver's demux maps (`transceiver/src/demux.rs`) at 1,000 sessions on a loop.
+/// The transceiver's demux maps (`transceiver/src/media/demux.rs`) at 1,000 sessions on a loop.
 fn demux(c: &mut Criterion) {
     let mut by_ufrag: HashMap<Box<[u8]>, usize> = HashMap::new();
     let mut by_addr: HashMap<SocketAddr, usize> = HashMap::new();

@@ -205,15 +205,22 @@ fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
     connect_all_and_hear_the_echo(&mut fleet, &t, &relay);
     let mut loops = HashSet::new();
     for i in 0..fleet.len() {
+        // What the client sent is its business (a client starved of CPU skips frames rather
+        // than burst them); what the relay must do is deliver all of it.
         let r = fleet.report(i);
         assert!(
-            r.audio_packets_sent >= 45,
-            "{i}: sent {}",
+            r.audio_packets_sent >= 25,
+            "{i}: sent only {} packets of its 1 s tone",
             r.audio_packets_sent
         );
         let snap = relayed_session(&fleet, i, &t, &relay);
         assert_eq!(snap["relays"].as_array().map(Vec::len), Some(1), "{snap}");
-        assert!(snap["counters"]["audio_packets_in"].as_u64().unwrap() >= 45);
+        let received = snap["counters"]["audio_packets_in"].as_u64().unwrap();
+        assert!(
+            received * 100 >= r.audio_packets_sent * 98,
+            "{i}: the transceiver got {received} of {} audio packets",
+            r.audio_packets_sent
+        );
         loops.insert(snap["loop"].as_u64().unwrap());
     }
     assert_eq!(loops.len(), 2, "sessions on both loops");
