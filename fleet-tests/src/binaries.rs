@@ -1,8 +1,12 @@
 //! The workspace's binaries, as the tests run them.
 //!
 //! A test in this crate cannot use `CARGO_BIN_EXE_*` for other packages' binaries, so the first
-//! call builds them (`cargo build -p ... --bins`, a no-op after a workspace build) into the same
-//! target directory and profile as the running test, then hands out their paths.
+//! call builds them into the same target directory and profile as the running test, then hands
+//! out their paths. It runs exactly the build `scripts/test` runs before the tests
+//! (`cargo build --workspace --bins`), so in the suite it is a no-op. Building only the three
+//! packages (`-p ...`) would not be: cargo unifies features over the packages it is asked for,
+//! so that build compiles tokio and friends again with other features, minutes on two cores,
+//! inside the test's time limit.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,13 +44,10 @@ pub fn path(name: &str) -> PathBuf {
         let target_dir = profile.parent().expect("target dir").to_path_buf();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-q", "--bins"])
+        cmd.args(["build", "-q", "--workspace", "--bins"])
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(workspace_root());
-        for (_, package) in BINARIES {
-            cmd.args(["-p", package]);
-        }
         if profile.file_name() == Some("release".as_ref()) {
             cmd.arg("--release");
         }
