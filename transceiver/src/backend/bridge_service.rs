@@ -37,6 +37,9 @@ const UPLINK_QUEUE: usize = 100;
 /// Downlink messages buffered per session before the backend's stream is back-pressured.
 const DOWNLINK_QUEUE: usize = 64;
 const WORKER_QUEUE: usize = 256;
+/// Largest gRPC message a backend may send. A downlink chunk of a second of 48 kHz PCM is
+/// 96 KiB; tonic's 4 MiB default would let one session queue hundreds of MiB (64 messages).
+pub const MAX_DECODING_MESSAGE_SIZE: usize = 256 * 1024;
 
 /// The `voxgate.v1.Bridge` service.
 pub struct BridgeService {
@@ -63,7 +66,9 @@ impl BridgeService {
                 Err(Status::unauthenticated("missing or invalid bearer token"))
             }
         };
-        BridgeServer::with_interceptor(BridgeService { control }, check)
+        let server = BridgeServer::new(BridgeService { control })
+            .max_decoding_message_size(MAX_DECODING_MESSAGE_SIZE);
+        tonic::service::interceptor::InterceptedService::new(server, check)
     }
 }
 
@@ -199,6 +204,7 @@ impl Bridge for BridgeService {
             sample_rate,
             mode,
             progress_interval: Duration::from_millis(u64::from(progress_ms)),
+            stall_after: self.control.backend_stall(),
         };
         if let Err(e) = self.control.attach(id, endpoints).await {
             // The dispatcher thinks this stream owns the session: undo that.

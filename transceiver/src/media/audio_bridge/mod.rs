@@ -60,6 +60,8 @@ pub struct OwnerEndpoints {
     pub sample_rate: u32,
     pub mode: AudioMode,
     pub progress_interval: Duration,
+    /// The owner counts as lost once its uplink queue has stayed full this long.
+    pub stall_after: Duration,
 }
 
 struct Owner {
@@ -67,6 +69,9 @@ struct Owner {
     downlink: mpsc::Receiver<Downlink>,
     mode: AudioMode,
     progress_interval_samples: u64,
+    stall_after: Duration,
+    /// Since when the uplink queue has been full (seen on a tick), if it is.
+    full_since: Option<Instant>,
 }
 
 /// Something the session must do with its `Rtc` on behalf of the backend.
@@ -205,6 +210,8 @@ impl AudioBridge {
             downlink: endpoints.downlink,
             mode: endpoints.mode,
             progress_interval_samples: interval_samples,
+            stall_after: endpoints.stall_after,
+            full_since: None,
         };
         self.down_pcm.clear();
         self.down_opus.clear();
@@ -236,6 +243,26 @@ impl AudioBridge {
         }
         self.taps.push(tap);
         Ok(())
+    }
+
+    /// Checked on each tick: an owner whose uplink queue has stayed full for its stall time is
+    /// stuck (a frozen process, or a dead connection not yet noticed). It is dropped, which
+    /// ends its stream, and the caller reports the owner lost so the session is dispatched
+    /// again. No allocation: a capacity read and an `Instant` comparison.
+    pub fn owner_stalled(&mut self, now: Instant) -> bool {
+        let Some(o) = self.owner.as_mut() else {
+            return false;
+        };
+        if o.uplink.capacity() > 0 {
+            o.full_since = None;
+            return false;
+        }
+        let since = *o.full_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < o.stall_after {
+            return false;
+        }
+        self.detach_owner();
+        true
     }
 
     pub fn detach_owner(&mut self) {
@@ -385,6 +412,7 @@ mod tests {
                 sample_rate: rate,
                 mode: AudioMode::Pcm,
                 progress_interval: Duration::from_millis(200),
+                stall_after: Duration::from_secs(5),
             },
             up_rx,
             down_tx,
@@ -454,6 +482,7 @@ mod tests {
             sample_rate: 48_000,
             mode: AudioMode::Pcm,
             progress_interval: Duration::from_millis(200),
+            stall_after: Duration::from_secs(5),
         };
         b.attach_owner(ep, now, &Default::default()).unwrap();
         for (i, p) in opus_frames(20).iter().enumerate() {
@@ -461,6 +490,37 @@ mod tests {
         }
         // 4 slots: the ATTACHED event plus 3 frames; the other 17 frames are dropped.
         assert_eq!(b.counters().uplink_dropped, 17);
+    }
+
+    #[test]
+    fn an_owner_whose_queue_stays_full_past_the_stall_time_is_dropped() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (up_tx, mut up_rx) = mpsc::channel(2);
+        let (_down_tx, down_rx) = mpsc::channel(4);
+        let ep = OwnerEndpoints {
+            uplink: up_tx,
+            downlink: down_rx,
+            sample_rate: 48_000,
+            mode: AudioMode::Pcm,
+            progress_interval: Duration::from_millis(200),
+            stall_after: Duration::from_secs(2),
+        };
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        assert!(!b.owner_stalled(t0), "one slot still free");
+        for (i, p) in opus_frames(4).iter().enumerate() {
+            b.on_audio_packet(t0, i as u64, 0, p);
+        }
+        assert!(!b.owner_stalled(t0), "full, but only just");
+        // The backend reads once: the clock restarts.
+        up_rx.try_recv().unwrap();
+        assert!(!b.owner_stalled(t0 + Duration::from_secs(1)));
+        b.on_audio_packet(t0, 9, 0, &opus_frames(1)[0]);
+        assert!(!b.owner_stalled(t0 + Duration::from_secs(2)));
+        assert!(!b.owner_stalled(t0 + Duration::from_millis(3_900)));
+        assert!(b.owner_stalled(t0 + Duration::from_secs(4)));
+        assert!(!b.has_owner(), "the stuck owner is dropped");
+        assert!(!b.owner_stalled(t0 + Duration::from_secs(9)), "reported once");
     }
 
     #[test]
