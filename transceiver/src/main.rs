@@ -13,11 +13,11 @@ use voxgate_transceiver::control::plane::{ControlPlane, ControlPlaneConfig};
 
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
+use voxgate_transceiver::auth::Authenticator;
 use voxgate_transceiver::backend::bridge_service::BridgeService;
 use voxgate_transceiver::backend::dispatch::Dispatcher;
 use voxgate_transceiver::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
 use voxgate_transceiver::backend::dispatch_task::run_dispatcher;
-use voxgate_transceiver::auth::Authenticator;
 use voxgate_transceiver::control::signaling::{self, AppState};
 use voxgate_transceiver::control::signaling_server;
 use voxgate_transceiver::media::audio_bridge::EncoderSettings;

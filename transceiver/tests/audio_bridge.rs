@@ -368,7 +368,8 @@ fn tap_receives_the_same_uplink_as_the_owner() {
 
 #[test]
 fn stalled_backend_costs_only_its_own_frames() {
-    let server = ServerProcess::start(&["--loops", "1"]);
+    // A stall shorter than --backend-stall-secs: the owner keeps the session and loses frames.
+    let server = ServerProcess::start(&["--loops", "1", "--backend-stall-secs", "60"]);
     let worker = TestWorker::start(&server.grpc_url, "w1", 8, 48_000);
     let mut fleet = Fleet::new().unwrap();
     for k in 0..4 {

@@ -117,26 +117,42 @@ fn pump(mut from: TcpStream, mut to: TcpStream, frozen: &AtomicBool, stop: &Atom
 }
 
 fn grpc_port(server: &ServerProcess) -> u16 {
-    server
-        .grpc_url
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    server.grpc_url.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// How the transceiver is to notice the frozen backend.
+#[derive(PartialEq)]
+enum Detection {
+    /// Its connections leave HTTP/2 PINGs unanswered (keepalive 1 s + 1 s; stall time long).
+    Keepalive,
+    /// Its uplink queues stay full for `--backend-stall-secs` (2 s; keepalive long).
+    Stall,
 }
 
 #[test]
-fn a_frozen_backend_is_detected_and_its_sessions_redispatched() {
+fn a_frozen_backend_is_detected_by_keepalive_and_its_sessions_redispatched() {
+    frozen_backend_sessions_move_to_a_live_one(Detection::Keepalive);
+}
+
+#[test]
+fn a_frozen_backend_is_detected_by_its_full_uplink_queue_and_its_sessions_redispatched() {
+    frozen_backend_sessions_move_to_a_live_one(Detection::Stall);
+}
+
+fn frozen_backend_sessions_move_to_a_live_one(detection: Detection) {
+    let (keepalive, stall) = match detection {
+        Detection::Keepalive => ("1", "120"),
+        Detection::Stall => ("120", "2"),
+    };
     let server = ServerProcess::start(&[
         "--loops",
         "1",
         "--grpc-keepalive-secs",
-        "1",
+        keepalive,
         "--grpc-keepalive-timeout-secs",
-        "1",
+        keepalive,
         "--backend-stall-secs",
-        "2",
+        stall,
         "--max-dispatch-attempts",
         "5",
     ]);
@@ -158,8 +174,8 @@ fn a_frozen_backend_is_detected_and_its_sessions_redispatched() {
     fleet.run_for(Duration::from_millis(500));
     proxy.freeze();
     let frozen_at = Instant::now();
-    // Keepalive (1 s + 1 s) and the stall time (2 s) bound the detection; the limit leaves a
-    // wide margin for a busy machine.
+    // Keepalive (1 s + 1 s), or the stall time (2 s) after the socket buffers between the
+    // two filled, bound the detection; the limit leaves a wide margin for a busy machine.
     let moved = drive_until(&mut fleet, Duration::from_secs(30), || {
         let attached = healthy.attached();
         ids.iter().all(|id| attached.contains(id))
@@ -170,10 +186,7 @@ fn a_frozen_backend_is_detected_and_its_sessions_redispatched() {
         healthy.attached(),
         server.log_tail(40)
     );
-    println!(
-        "re-dispatched {:?} after the freeze",
-        frozen_at.elapsed()
-    );
+    println!("re-dispatched {:?} after the freeze", frozen_at.elapsed());
     // Uplink audio flows to the new owner.
     let before: usize = ids
         .iter()
@@ -184,10 +197,25 @@ fn a_frozen_backend_is_detected_and_its_sessions_redispatched() {
         .iter()
         .map(|id| healthy.session(id).map_or(0, |l| l.frames.len()))
         .sum();
-    assert!(after >= before + 40, "uplink after the move: {before} -> {after}");
-    // The dead Work stream is gone, so new sessions go to the healthy backend only.
+    assert!(
+        after >= before + 40,
+        "uplink after the move: {before} -> {after}"
+    );
     let text = http_get(&server.url("/metrics"), None).body;
-    assert_eq!(metric_sum(&text, "voxgate_backend_workers", &[]), 1, "{text}");
+    if detection == Detection::Stall {
+        assert_eq!(
+            metric_sum(&text, "voxgate_backend_stalls_total", &[]),
+            2,
+            "{text}"
+        );
+        return;
+    }
+    // The dead Work stream is gone, so new sessions go to the healthy backend only.
+    assert_eq!(
+        metric_sum(&text, "voxgate_backend_workers", &[]),
+        1,
+        "{text}"
+    );
     let k = fleet.open(caller(&server)).unwrap();
     let id3 = fleet.report(k).session_id;
     assert!(

@@ -109,7 +109,11 @@ fn aborted_post_http2(addr: SocketAddr) {
     hpack_literal(&mut headers, ":path", "/v1/sessions");
     hpack_literal(&mut headers, ":authority", &addr.to_string());
     hpack_literal(&mut headers, "content-type", "application/sdp");
-    hpack_literal(&mut headers, "content-length", &AUDIO_OFFER.len().to_string());
+    hpack_literal(
+        &mut headers,
+        "content-length",
+        &AUDIO_OFFER.len().to_string(),
+    );
     out.extend(h2_frame(0x1, 0x4, 1, &headers)); // HEADERS, END_HEADERS
     out.extend(h2_frame(0x0, 0x1, 1, AUDIO_OFFER.as_bytes())); // DATA, END_STREAM
     s.write_all(&out).unwrap();
@@ -294,7 +298,10 @@ fn startup_fails_closed_without_a_token_on_a_public_bind() {
     let mut args = vec!["--signal-listen", "127.0.0.1:0"];
     args.extend_from_slice(&loopback);
     let log = start_expecting_failure(&args, &[("VOXGATE_TOKEN", "")]);
-    assert!(log.contains("VOXGATE_TOKEN") && log.contains("empty"), "{log}");
+    assert!(
+        log.contains("VOXGATE_TOKEN") && log.contains("empty"),
+        "{log}"
+    );
     let log = start_expecting_failure(&args, &[("VOXGATE_GRPC_TOKEN", "")]);
     assert!(log.contains("VOXGATE_GRPC_TOKEN"), "{log}");
     // --insecure-no-auth is the explicit way to serve a wildcard bind without a token.
@@ -386,8 +393,13 @@ fn per_call_tokens_carry_metadata_and_bad_ones_get_401() {
     );
     assert!(out.success(), "{}", out.describe());
     let from_python = out.stdout.trim().to_string();
-    let claims = key.verify(&from_python, now).expect("README token verifies");
-    assert_eq!(claims.metadata.get("user").map(String::as_str), Some("alice"));
+    let claims = key
+        .verify(&from_python, now)
+        .expect("README token verifies");
+    assert_eq!(
+        claims.metadata.get("user").map(String::as_str),
+        Some("alice")
+    );
     let r = http_post_sdp(&url, AUDIO_OFFER, Some(&from_python));
     assert_eq!(r.status, 201, "README token: {}", r.body);
 

@@ -131,9 +131,9 @@ impl CallTokenKey {
             return Err(CallTokenError::Expired);
         }
         let bounded = p.meta.len() <= MAX_META_ENTRIES
-            && p.meta
-                .iter()
-                .all(|(k, v)| !k.is_empty() && k.len() <= MAX_META_KEY && v.len() <= MAX_META_VALUE);
+            && p.meta.iter().all(|(k, v)| {
+                !k.is_empty() && k.len() <= MAX_META_KEY && v.len() <= MAX_META_VALUE
+            });
         if !bounded {
             return Err(CallTokenError::Metadata);
         }
@@ -150,7 +150,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn key(b: u8) -> CallTokenKey {
-        CallTokenKey::from_file_contents(&[b; 40]).unwrap()
+        CallTokenKey::from_file_contents(&[b'a' + b; 40]).unwrap()
     }
 
     fn meta(pairs: &[(&str, &str)]) -> HashMap<String, String> {

@@ -125,7 +125,9 @@ mod tests {
         let meta: HashMap<String, String> = [("user".to_string(), "7".to_string())].into();
         let call = key.mint(100, &meta);
         assert_eq!(auth.check(Some(&format!("Bearer {call}")), 50), Ok(meta));
-        let expired = auth.check(Some(&format!("Bearer {call}")), 100).unwrap_err();
+        let expired = auth
+            .check(Some(&format!("Bearer {call}")), 100)
+            .unwrap_err();
         assert_eq!(expired.reason(), "token_expired");
         assert_eq!(auth.check(None, 0), Err(AuthError::Missing));
         assert_eq!(auth.check(Some("Bearer nope"), 0), Err(AuthError::Invalid));

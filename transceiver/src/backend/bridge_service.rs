@@ -75,16 +75,16 @@ impl BridgeService {
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 fn parse_session_id(s: &str) -> Result<SessionId, Status> {
-    s.parse()
-        .map_err(|_| Status::not_found(format!("no session {s:?}")))
+    // Never echo a long id: the message travels in a header, and the client chose its size.
+    s.parse().map_err(|_| match s.len() {
+        0..=64 => Status::not_found(format!("no session {s:?}")),
+        n => Status::not_found(format!("no session (a {n}-byte id)")),
+    })
 }
 
 fn attach_status(e: AttachError) -> Status {
     match e {
         AttachError::NotFound => Status::not_found("no such session"),
-        AttachError::AlreadyOwned => Status::failed_precondition(
-            "session already has an owner (use Tap to listen without owning)",
-        ),
         AttachError::Bridge(e) => Status::invalid_argument(e.to_string()),
     }
 }

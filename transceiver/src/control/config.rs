@@ -182,7 +182,11 @@ pub struct Config {
 
     /// Seconds a gRPC connection may leave a PING unanswered before it is closed and its
     /// backend's sessions are dispatched again.
-    #[arg(long, env = "VOXGATE_GRPC_KEEPALIVE_TIMEOUT_SECS", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "VOXGATE_GRPC_KEEPALIVE_TIMEOUT_SECS",
+        default_value_t = 10
+    )]
     pub grpc_keepalive_timeout_secs: u64,
 
     /// Seconds a signaling connection has to send complete request headers before it is
@@ -474,17 +478,26 @@ mod tests {
     fn an_empty_token_is_a_configuration_error() {
         let c = parse(&["--token", ""]);
         let err = c.check_auth().unwrap_err().to_string();
-        assert!(err.contains("VOXGATE_TOKEN") && err.contains("empty"), "{err}");
+        assert!(
+            err.contains("VOXGATE_TOKEN") && err.contains("empty"),
+            "{err}"
+        );
         let c = parse(&["--grpc-token", ""]);
         assert!(matches!(c.check_auth(), Err(ConfigError::EmptyToken(_))));
     }
 
     #[test]
     fn a_public_bind_needs_a_token_unless_insecure_no_auth() {
-        assert!(parse(&[]).check_auth().is_ok(), "loopback defaults are fine");
+        assert!(
+            parse(&[]).check_auth().is_ok(),
+            "loopback defaults are fine"
+        );
         let c = parse(&["--signal-listen", "0.0.0.0:8080"]);
         let err = c.check_auth().unwrap_err().to_string();
-        assert!(err.contains("not loopback") && err.contains("--insecure-no-auth"), "{err}");
+        assert!(
+            err.contains("not loopback") && err.contains("--insecure-no-auth"),
+            "{err}"
+        );
         let c = parse(&["--grpc-listen", "[::]:50051", "--token", "t"]);
         assert!(matches!(
             c.check_auth(),

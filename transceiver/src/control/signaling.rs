@@ -148,7 +148,10 @@ async fn read_body_in_time(State(state): State<AppState>, req: Request, next: Ne
     let (parts, body) = req.into_parts();
     let read = axum::body::to_bytes(body, state.max_body_bytes);
     match tokio::time::timeout(state.body_timeout, read).await {
-        Ok(Ok(bytes)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
         Ok(Err(e)) => {
             let too_large = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());

@@ -92,8 +92,6 @@ pub enum Command {
 pub enum AttachError {
     #[error("no such session")]
     NotFound,
-    #[error("session already has an owner")]
-    AlreadyOwned,
     #[error("{0}")]
     Bridge(#[from] BridgeError),
 }
@@ -577,8 +575,13 @@ impl MediaLoop {
     ) -> Result<(), AttachError> {
         let key = *self.ids.get(&id).ok_or(AttachError::NotFound)?;
         let session = self.sessions.get_mut(key).ok_or(AttachError::NotFound)?;
+        // The dispatcher decides ownership and has approved this attach (it refuses a second
+        // owner of a session it counts as owned). An owner still here is one it already gave
+        // up on (its worker vanished, or it stalled) whose streams have not closed yet, e.g. a
+        // frozen backend's other connections awaiting their keepalive timeout: replace it.
         if session.bridge_mut().has_live_owner() {
-            return Err(AttachError::AlreadyOwned);
+            tracing::info!(session = %id, "replacing an owner the dispatcher gave up on");
+            session.bridge_mut().detach_owner();
         }
         let metadata = session.metadata().clone();
         session

@@ -520,7 +520,10 @@ mod tests {
         assert!(!b.owner_stalled(t0 + Duration::from_millis(3_900)));
         assert!(b.owner_stalled(t0 + Duration::from_secs(4)));
         assert!(!b.has_owner(), "the stuck owner is dropped");
-        assert!(!b.owner_stalled(t0 + Duration::from_secs(9)), "reported once");
+        assert!(
+            !b.owner_stalled(t0 + Duration::from_secs(9)),
+            "reported once"
+        );
     }
 
     #[test]
