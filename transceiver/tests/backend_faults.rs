@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::backend::TestWorker;
-use support::{http_get, metric_sum, ServerProcess};
+use support::{drive_until, http_get, metric_sum, ServerProcess};
 use voxgate_proto::bridge::session_event;
 use voxgate_testkit::{Fleet, SessionConfig};
 
@@ -23,17 +23,6 @@ fn caller(server: &ServerProcess) -> SessionConfig {
         data_channel: true,
         ..Default::default()
     }
-}
-
-fn drive_until(fleet: &mut Fleet, limit: Duration, mut pred: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        fleet.run_for(Duration::from_millis(50));
-        if pred() {
-            return true;
-        }
-    }
-    false
 }
 
 /// A TCP proxy in front of the gRPC port that can freeze: it then stops moving bytes but keeps

@@ -200,9 +200,10 @@ fn session_metadata(
     query: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<HashMap<String, String>, String> {
-    const MAX_ENTRIES: usize = 32;
-    const MAX_KEY: usize = 64;
-    const MAX_VALUE: usize = 1024;
+    // The same bounds as a per-call token's metadata.
+    use crate::auth::call_token::{
+        MAX_META_ENTRIES as MAX_ENTRIES, MAX_META_KEY as MAX_KEY, MAX_META_VALUE as MAX_VALUE,
+    };
     let mut meta = HashMap::new();
     let from_query = query
         .into_iter()

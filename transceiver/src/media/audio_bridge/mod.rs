@@ -419,6 +419,22 @@ mod tests {
         )
     }
 
+    /// A 48 kHz PCM owner on the given queues.
+    fn pcm_endpoints(
+        uplink: mpsc::Sender<Uplink>,
+        downlink: mpsc::Receiver<Downlink>,
+        stall_after: Duration,
+    ) -> OwnerEndpoints {
+        OwnerEndpoints {
+            uplink,
+            downlink,
+            sample_rate: 48_000,
+            mode: AudioMode::Pcm,
+            progress_interval: Duration::from_millis(200),
+            stall_after,
+        }
+    }
+
     fn opus_frames(n: usize) -> Vec<Vec<u8>> {
         let mut enc =
             opus::Encoder::new(48_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
@@ -476,14 +492,7 @@ mod tests {
         let mut b = AudioBridge::new("s".into(), SETTINGS);
         let (up_tx, _up_rx) = mpsc::channel(4);
         let (_down_tx, down_rx) = mpsc::channel(4);
-        let ep = OwnerEndpoints {
-            uplink: up_tx,
-            downlink: down_rx,
-            sample_rate: 48_000,
-            mode: AudioMode::Pcm,
-            progress_interval: Duration::from_millis(200),
-            stall_after: Duration::from_secs(5),
-        };
+        let ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(5));
         b.attach_owner(ep, now, &Default::default()).unwrap();
         for (i, p) in opus_frames(20).iter().enumerate() {
             b.on_audio_packet(now, i as u64, 0, p);
@@ -498,14 +507,7 @@ mod tests {
         let mut b = AudioBridge::new("s".into(), SETTINGS);
         let (up_tx, mut up_rx) = mpsc::channel(2);
         let (_down_tx, down_rx) = mpsc::channel(4);
-        let ep = OwnerEndpoints {
-            uplink: up_tx,
-            downlink: down_rx,
-            sample_rate: 48_000,
-            mode: AudioMode::Pcm,
-            progress_interval: Duration::from_millis(200),
-            stall_after: Duration::from_secs(2),
-        };
+        let ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(2));
         b.attach_owner(ep, t0, &Default::default()).unwrap();
         assert!(!b.owner_stalled(t0), "one slot still free");
         for (i, p) in opus_frames(4).iter().enumerate() {
