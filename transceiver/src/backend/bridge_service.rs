@@ -40,6 +40,8 @@ const WORKER_QUEUE: usize = 256;
 /// Largest gRPC message a backend may send. A downlink chunk of a second of 48 kHz PCM is
 /// 96 KiB; tonic's 4 MiB default would let one session queue hundreds of MiB (64 messages).
 pub const MAX_DECODING_MESSAGE_SIZE: usize = 256 * 1024;
+/// Numbers each `Session` attachment (see `OwnerEndpoints::owner_id`); 0 is never used.
+static NEXT_OWNER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The `voxgate.v1.Bridge` service.
 pub struct BridgeService {
@@ -180,10 +182,12 @@ impl Bridge for BridgeService {
             .map_err(|_| Status::invalid_argument("unknown audio mode"))?;
         let worker = (!attach.worker_id.is_empty()).then(|| attach.worker_id.clone());
         let dispatch = self.control.dispatch().clone();
+        let owner = NEXT_OWNER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         dispatch
             .ask(|reply| DispatchMsg::Attached {
                 id,
                 worker: worker.clone(),
+                owner,
                 reply,
             })
             .await
@@ -205,10 +209,11 @@ impl Bridge for BridgeService {
             mode,
             progress_interval: Duration::from_millis(u64::from(progress_ms)),
             stall_after: self.control.backend_stall(),
+            owner_id: owner,
         };
         if let Err(e) = self.control.attach(id, endpoints).await {
             // The dispatcher thinks this stream owns the session: undo that.
-            dispatch.send(DispatchMsg::OwnerLost { id }).await;
+            dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
             return Err(attach_status(e));
         }
         tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate, ?mode, "backend attached");

@@ -411,11 +411,11 @@ impl ControlPlane {
                     None => return,
                 },
                 ev = events.recv(), if events_open => match ev {
-                    Some(LoopEvent::OwnerLost { id, stalled }) => {
+                    Some(LoopEvent::OwnerLost { id, owner, stalled }) => {
                         if stalled {
                             self.metrics.backend_stalled();
                         }
-                        self.dispatch.send(DispatchMsg::OwnerLost { id }).await;
+                        self.dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
                     }
                     None => events_open = false,
                 },

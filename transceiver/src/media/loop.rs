@@ -101,7 +101,12 @@ pub enum AttachError {
 pub enum LoopEvent {
     /// The owning backend's stream ended while the session lives on, or (`stalled`) it left
     /// its uplink queue full past `--backend-stall-secs` and was dropped.
-    OwnerLost { id: SessionId, stalled: bool },
+    /// `owner` is the lost attachment's `owner_id`.
+    OwnerLost {
+        id: SessionId,
+        owner: u64,
+        stalled: bool,
+    },
 }
 
 /// A session ended. Sent on a channel of its own that is never full, since a lost end would
@@ -445,10 +450,11 @@ impl MediaLoop {
         self.counters.bridge.add(&deltas);
         let handoff = session.bridge_mut().take_handoff();
         self.counters.handoff.add(&handoff);
-        if let Some(lost) = session.owner_lost.take() {
+        if let Some((how, owner)) = session.owner_lost.take() {
             let _ = self.events.try_send(LoopEvent::OwnerLost {
                 id: session.id,
-                stalled: lost == OwnerLoss::Stalled,
+                owner,
+                stalled: how == OwnerLoss::Stalled,
             });
         }
         match next {

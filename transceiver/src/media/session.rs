@@ -188,8 +188,9 @@ pub struct Session {
     channel_labels: Vec<(ChannelId, String)>,
     bridge: AudioBridge,
     metadata: HashMap<String, String>,
-    /// Set when the owning backend was lost; the loop reports it and clears it.
-    pub owner_lost: Option<OwnerLoss>,
+    /// Set when the owning backend was lost (how, and which owner); the loop reports it and
+    /// clears it.
+    pub owner_lost: Option<(OwnerLoss, u64)>,
     /// A graceful end: when to start str0m's close (after the goodbye message went out).
     close_at: Option<Instant>,
     /// Bridge counters already added to the loop's metrics.
@@ -522,7 +523,7 @@ impl Session {
     fn audio_tick(&mut self, now: Instant) {
         if self.bridge.owner_stalled(now) {
             tracing::info!(parent: &self.span, "backend stalled (uplink queue full); re-dispatching");
-            self.owner_lost = Some(OwnerLoss::Stalled);
+            self.owner_lost = Some((OwnerLoss::Stalled, self.bridge.last_owner_id()));
         }
         while let Some(action) = self.bridge.poll_downlink() {
             match action {
@@ -534,7 +535,9 @@ impl Session {
                     self.end(EndReason::BackendHangup);
                     return;
                 }
-                BridgeAction::OwnerLost => self.owner_lost = Some(OwnerLoss::StreamEnded),
+                BridgeAction::OwnerLost => {
+                    self.owner_lost = Some((OwnerLoss::StreamEnded, self.bridge.last_owner_id()))
+                }
             }
         }
         let Some(mid) = self.audio_mid else {

@@ -62,6 +62,8 @@ pub struct OwnerEndpoints {
     pub progress_interval: Duration,
     /// The owner counts as lost once its uplink queue has stayed full this long.
     pub stall_after: Duration,
+    /// Names this attachment, so a late report of its loss is not taken for a newer owner's.
+    pub owner_id: u64,
 }
 
 struct Owner {
@@ -85,6 +87,8 @@ pub enum BridgeAction {
 
 pub struct AudioBridge {
     owner: Option<Owner>,
+    /// `owner_id` of the latest owner (kept after it is dropped, for the loss report).
+    last_owner_id: u64,
     taps: Vec<mpsc::Sender<Uplink>>,
     session_id: String,
     /// Uplink PCM rate (the owner's; 48 kHz until one attaches).
@@ -117,6 +121,7 @@ impl AudioBridge {
     pub fn new(session_id: String, encoder_settings: EncoderSettings) -> Self {
         AudioBridge {
             owner: None,
+            last_owner_id: 0,
             taps: Vec::new(),
             session_id,
             rate: 48_000,
@@ -151,6 +156,11 @@ impl AudioBridge {
     /// The hand-off latencies observed since the last call.
     pub fn take_handoff(&mut self) -> HandoffHistogram {
         std::mem::take(&mut self.handoff)
+    }
+
+    /// The `owner_id` of the latest owner, live or lost.
+    pub fn last_owner_id(&self) -> u64 {
+        self.last_owner_id
     }
 
     pub fn has_owner(&self) -> bool {
@@ -213,6 +223,7 @@ impl AudioBridge {
             stall_after: endpoints.stall_after,
             full_since: None,
         };
+        self.last_owner_id = endpoints.owner_id;
         self.down_pcm.clear();
         self.down_opus.clear();
         self.items.clear();
@@ -413,6 +424,7 @@ mod tests {
                 mode: AudioMode::Pcm,
                 progress_interval: Duration::from_millis(200),
                 stall_after: Duration::from_secs(5),
+                owner_id: 1,
             },
             up_rx,
             down_tx,
@@ -432,6 +444,7 @@ mod tests {
             mode: AudioMode::Pcm,
             progress_interval: Duration::from_millis(200),
             stall_after,
+            owner_id: 1,
         }
     }
 
