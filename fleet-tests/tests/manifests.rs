@@ -1325,6 +1325,8 @@ fn health_checks_and_the_autoscaling_metric_work_against_the_real_binaries() {
             .env("VOXGATE_LOOPS", "1")
             .env("VOXGATE_NO_PIN", "true")
             .env("VOXGATE_GRPC_LISTEN", format!("127.0.0.1:{}", free_port()))
+            // Signaling on a wildcard needs a token (fail closed), as in the manifests.
+            .env("VOXGATE_TOKEN", "manifests-test-signal-token")
             .env("VOXGATE_FLEET_KEY", &key),
         dir.join("transceiver.log"),
     )

@@ -13,17 +13,19 @@ use voxgate_transceiver::control::plane::{ControlPlane, ControlPlaneConfig};
 
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
+use voxgate_transceiver::auth::Authenticator;
 use voxgate_transceiver::backend::bridge_service::BridgeService;
 use voxgate_transceiver::backend::dispatch::Dispatcher;
 use voxgate_transceiver::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
 use voxgate_transceiver::backend::dispatch_task::run_dispatcher;
 use voxgate_transceiver::control::signaling::{self, AppState};
+use voxgate_transceiver::control::signaling_server;
 use voxgate_transceiver::media::audio_bridge::EncoderSettings;
-use voxgate_transceiver::media::r#loop::{self as media_loop, LoopEvent, LoopSpec};
+use voxgate_transceiver::media::r#loop::{self as media_loop, LoopEvent, LoopSpec, SessionEnded};
 use voxgate_transceiver::metrics::Metrics;
 
 fn main() -> ExitCode {
-    let config = Config::parse().normalize();
+    let config = Config::parse();
     init_tracing(config.log_format);
     match run(config) {
         Ok(()) => ExitCode::SUCCESS,
@@ -50,6 +52,8 @@ fn init_tracing(format: LogFormat) {
 
 fn run(config: Config) -> anyhow::Result<()> {
     str0m::crypto::from_feature_flags().install_process_default();
+    config.check_auth()?;
+    let authenticator = Arc::new(config.authenticator()?);
     let (fleet_key, key_source) = config.fleet_key()?;
     match key_source {
         KeySource::RandomPerProcess => tracing::info!(
@@ -63,8 +67,9 @@ fn run(config: Config) -> anyhow::Result<()> {
     let loop_count = config.loop_count()?;
     let internal_ip = config.internal_ip()?;
     let metrics = Arc::new(Metrics::new());
-    // Each session ends once, so this capacity means loops never lose an end event.
+    // Ends have their own channel (see `SessionEnded`); other events may be dropped when full.
     let (events_tx, events_rx) = mpsc::channel(config.max_sessions + 1024);
+    let (ended_tx, ended_rx) = mpsc::unbounded_channel();
     let cores = if config.no_pin {
         Vec::new()
     } else {
@@ -80,12 +85,14 @@ fn run(config: Config) -> anyhow::Result<()> {
             core: (!cores.is_empty()).then(|| cores[index % cores.len()]),
             metrics: metrics.loop_metrics(index),
             events: events_tx.clone(),
+            ended: ended_tx.clone(),
         })
         .with_context(|| format!("binding media loop {index} on {bind}"))?;
         handles.push(handle);
         threads.push(thread);
     }
     drop(events_tx);
+    drop(ended_tx);
     let (dispatch, dispatch_rx) = DispatchHandle::channel();
     let control = Arc::new(ControlPlane::new(
         handles,
@@ -103,6 +110,10 @@ fn run(config: Config) -> anyhow::Result<()> {
             },
             require_backend: config.require_backend,
             max_loop_busy: config.max_loop_busy,
+            max_sessions_per_ip: config.max_sessions_per_ip,
+            rate_limit: config.rate_limit(),
+            max_session: config.max_session_duration(),
+            backend_stall: config.backend_stall(),
         },
         dispatch,
     )?);
@@ -113,7 +124,13 @@ fn run(config: Config) -> anyhow::Result<()> {
         .on_thread_start(yield_to_media_loops)
         .build()
         .context("starting the control-plane runtime")?;
-    let served = runtime.block_on(serve(&config, control.clone(), events_rx, dispatch_rx));
+    let served = runtime.block_on(serve(
+        &config,
+        control.clone(),
+        authenticator,
+        (events_rx, ended_rx),
+        dispatch_rx,
+    ));
     if served.is_err() {
         // serve() ends the loops on the normal path; on an error path it may not have.
         control.shutdown_loops();
@@ -130,10 +147,14 @@ fn run(config: Config) -> anyhow::Result<()> {
 async fn serve(
     config: &Config,
     control: Arc<ControlPlane>,
-    events_rx: mpsc::Receiver<LoopEvent>,
+    auth: Arc<Authenticator>,
+    (events_rx, ended_rx): (
+        mpsc::Receiver<LoopEvent>,
+        mpsc::UnboundedReceiver<SessionEnded>,
+    ),
     dispatch_rx: mpsc::Receiver<DispatchMsg>,
 ) -> anyhow::Result<()> {
-    tokio::spawn(control.clone().run_events(events_rx));
+    tokio::spawn(control.clone().run_events(events_rx, ended_rx));
     tokio::spawn(run_dispatcher(
         Dispatcher::new(config.dispatch_config()),
         dispatch_rx,
@@ -153,36 +174,56 @@ async fn serve(
         "transceiver ready"
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    if auth.is_open() || config.grpc_token.is_none() {
+        tracing::warn!(
+            signaling_auth = !auth.is_open(),
+            grpc_auth = config.grpc_token.is_some(),
+            "running without authentication on some listener (loopback or --insecure-no-auth)"
+        );
+    }
     let state = AppState {
         control: control.clone(),
-        token: config.token.as_deref().map(Arc::from),
+        auth,
+        body_timeout: config.body_timeout(),
+        max_body_bytes: config.max_body_bytes,
         public_url: config
             .public_url
             .as_deref()
             .map(|u| Arc::from(u.trim_end_matches('/'))),
     };
-    let app = signaling::router(state, config.max_body_bytes);
-    let mut http_stop = stop_rx.clone();
-    let http_task = tokio::spawn(async move {
-        axum::serve(http, app)
-            .with_graceful_shutdown(async move {
-                let _ = http_stop.changed().await;
-            })
-            .await
-    });
+    let app = signaling::router(state);
+    let http_task = tokio::spawn(signaling_server::serve(
+        http,
+        app,
+        config.header_timeout(),
+        control.metrics.clone(),
+        stop_rx.clone(),
+    ));
     let grpc_service =
         BridgeService::server(control.clone(), config.grpc_token.as_deref().map(Arc::from));
     let mut grpc_stop = stop_rx.clone();
-    // tonic cannot set TCP_NODELAY on a listener it did not bind: do it per connection, or
-    // Nagle holds back the small, frequent uplink frames (measured: p99 22.7 ms → 4.3 ms).
-    let incoming = TcpListenerStream::new(grpc).map(|conn| {
+    // tonic cannot set socket options on a listener it did not bind: do it per connection.
+    // TCP_NODELAY, or Nagle holds back the small, frequent uplink frames (measured: p99
+    // 22.7 ms → 4.3 ms); TCP keepalive, so a peer that vanished without a FIN is noticed by
+    // the kernel even when HTTP/2 has nothing in flight.
+    let (keepalive, keepalive_timeout) = config.grpc_keepalive();
+    let tcp_keepalive = socket2::TcpKeepalive::new()
+        .with_time(keepalive)
+        .with_interval(keepalive)
+        .with_retries(3);
+    let incoming = TcpListenerStream::new(grpc).map(move |conn| {
         if let Ok(c) = &conn {
             let _ = c.set_nodelay(true);
+            let _ = socket2::SockRef::from(c).set_tcp_keepalive(&tcp_keepalive);
         }
         conn
     });
     let grpc_task = tokio::spawn(
         tonic::transport::Server::builder()
+            // An unanswered PING closes the connection: every stream on it ends, so a frozen
+            // backend's Work subscription is dropped and its sessions are dispatched again.
+            .http2_keepalive_interval(Some(keepalive))
+            .http2_keepalive_timeout(Some(keepalive_timeout))
             .add_service(grpc_service)
             .serve_with_incoming_shutdown(incoming, async move {
                 let _ = grpc_stop.changed().await;
@@ -201,10 +242,7 @@ async fn serve(
     control.shutdown_loops();
     control.dispatch().send(DispatchMsg::Shutdown).await;
     let _ = stop_tx.send(true);
-    http_task
-        .await
-        .context("signaling task")?
-        .context("signaling server failed")?;
+    http_task.await.context("signaling task")?;
     // Backend subscriptions (Work streams) stay open until backends hang up; don't wait long.
     if let Ok(r) = tokio::time::timeout(Duration::from_secs(2), grpc_task).await {
         r.context("gRPC task")?.context("gRPC server failed")?;

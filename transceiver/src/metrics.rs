@@ -225,6 +225,10 @@ pub struct Metrics {
     backend_workers: Gauge,
     dispatch_queued: Gauge,
     dispatches: Counter,
+    /// Control-plane hardening (issue 11): admission slots, refusals by reason, backends.
+    sessions_reserved: Gauge,
+    signaling_rejected: Family<ReasonLabel, Counter>,
+    backend_stalls: Counter,
 }
 
 impl Default for Metrics {
@@ -258,6 +262,9 @@ impl Metrics {
             handoff: Family::default(),
             backend_workers: Gauge::default(),
             dispatch_queued: Gauge::default(),
+            sessions_reserved: Gauge::default(),
+            signaling_rejected: Family::default(),
+            backend_stalls: Counter::default(),
             dispatches: Counter::default(),
             registry: Registry::default(),
         };
@@ -265,6 +272,7 @@ impl Metrics {
         m.register_loop_and_session_metrics(&mut registry);
         m.register_bridge_metrics(&mut registry);
         m.register_dispatch_metrics(&mut registry);
+        m.register_hardening_metrics(&mut registry);
         Metrics { registry, ..m }
     }
 
@@ -312,7 +320,7 @@ impl Metrics {
         );
         registry.register(
             "sessions_refused",
-            "New sessions refused with 503, by reason",
+            "New sessions refused (503 or 429), by reason",
             self.sessions_refused.clone(),
         );
         registry.register(
@@ -388,6 +396,43 @@ impl Metrics {
             "Sessions offered to backend workers",
             self.dispatches.clone(),
         );
+    }
+
+    /// Admission slots, refused requests and stalled backends.
+    fn register_hardening_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "sessions_reserved",
+            "Admission slots held: live sessions plus POSTs being answered",
+            self.sessions_reserved.clone(),
+        );
+        registry.register(
+            "signaling_rejected",
+            "Signaling requests refused before admission (auth, rate limit, slow client), by reason",
+            self.signaling_rejected.clone(),
+        );
+        registry.register(
+            "backend_stalls",
+            "Backend streams dropped because their uplink queue stayed full past --backend-stall-secs",
+            self.backend_stalls.clone(),
+        );
+    }
+
+    /// A signaling request refused before admission; `reason` is a fixed word.
+    pub fn signaling_rejected(&self, reason: &str) {
+        self.signaling_rejected
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn backend_stalled(&self) {
+        self.backend_stalls.inc();
+    }
+
+    /// The admission-slot gauge, for the registry to keep exact under its lock.
+    pub fn sessions_reserved_gauge(&self) -> Gauge {
+        self.sessions_reserved.clone()
     }
 
     /// Handles for media loop `index`, resolved once so the loop never hashes labels.

@@ -6,7 +6,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::backend::{TestTap, TestWorker};
-use support::{http_get, metric_sum, ServerProcess};
+use support::{drive_until, http_get, metric_sum, ServerProcess};
 use voxgate_testkit::signal::dominant_frequency;
 use voxgate_testkit::{Fleet, SessionConfig};
 
@@ -19,18 +19,6 @@ fn client(server: &ServerProcess, tone: f32, send_for: Duration) -> SessionConfi
         data_channel: true,
         ..Default::default()
     }
-}
-
-/// Drives the fleet until `pred` holds (checked every 50 ms).
-fn drive_until(fleet: &mut Fleet, limit: Duration, mut pred: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        fleet.run_for(Duration::from_millis(50));
-        if pred() {
-            return true;
-        }
-    }
-    false
 }
 
 fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
@@ -368,7 +356,8 @@ fn tap_receives_the_same_uplink_as_the_owner() {
 
 #[test]
 fn stalled_backend_costs_only_its_own_frames() {
-    let server = ServerProcess::start(&["--loops", "1"]);
+    // A stall shorter than --backend-stall-secs: the owner keeps the session and loses frames.
+    let server = ServerProcess::start(&["--loops", "1", "--backend-stall-secs", "60"]);
     let worker = TestWorker::start(&server.grpc_url, "w1", 8, 48_000);
     let mut fleet = Fleet::new().unwrap();
     for k in 0..4 {

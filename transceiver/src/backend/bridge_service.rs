@@ -37,6 +37,11 @@ const UPLINK_QUEUE: usize = 100;
 /// Downlink messages buffered per session before the backend's stream is back-pressured.
 const DOWNLINK_QUEUE: usize = 64;
 const WORKER_QUEUE: usize = 256;
+/// Largest gRPC message a backend may send. A downlink chunk of a second of 48 kHz PCM is
+/// 96 KiB; tonic's 4 MiB default would let one session queue hundreds of MiB (64 messages).
+pub const MAX_DECODING_MESSAGE_SIZE: usize = 256 * 1024;
+/// Numbers each `Session` attachment (see `OwnerEndpoints::owner_id`); 0 is never used.
+static NEXT_OWNER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The `voxgate.v1.Bridge` service.
 pub struct BridgeService {
@@ -63,23 +68,25 @@ impl BridgeService {
                 Err(Status::unauthenticated("missing or invalid bearer token"))
             }
         };
-        BridgeServer::with_interceptor(BridgeService { control }, check)
+        let server = BridgeServer::new(BridgeService { control })
+            .max_decoding_message_size(MAX_DECODING_MESSAGE_SIZE);
+        tonic::service::interceptor::InterceptedService::new(server, check)
     }
 }
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 fn parse_session_id(s: &str) -> Result<SessionId, Status> {
-    s.parse()
-        .map_err(|_| Status::not_found(format!("no session {s:?}")))
+    // Never echo a long id: the message travels in a header, and the client chose its size.
+    s.parse().map_err(|_| match s.len() {
+        0..=64 => Status::not_found(format!("no session {s:?}")),
+        n => Status::not_found(format!("no session (a {n}-byte id)")),
+    })
 }
 
 fn attach_status(e: AttachError) -> Status {
     match e {
         AttachError::NotFound => Status::not_found("no such session"),
-        AttachError::AlreadyOwned => Status::failed_precondition(
-            "session already has an owner (use Tap to listen without owning)",
-        ),
         AttachError::Bridge(e) => Status::invalid_argument(e.to_string()),
     }
 }
@@ -175,10 +182,12 @@ impl Bridge for BridgeService {
             .map_err(|_| Status::invalid_argument("unknown audio mode"))?;
         let worker = (!attach.worker_id.is_empty()).then(|| attach.worker_id.clone());
         let dispatch = self.control.dispatch().clone();
+        let owner = NEXT_OWNER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         dispatch
             .ask(|reply| DispatchMsg::Attached {
                 id,
                 worker: worker.clone(),
+                owner,
                 reply,
             })
             .await
@@ -199,10 +208,12 @@ impl Bridge for BridgeService {
             sample_rate,
             mode,
             progress_interval: Duration::from_millis(u64::from(progress_ms)),
+            stall_after: self.control.backend_stall(),
+            owner_id: owner,
         };
         if let Err(e) = self.control.attach(id, endpoints).await {
             // The dispatcher thinks this stream owns the session: undo that.
-            dispatch.send(DispatchMsg::OwnerLost { id }).await;
+            dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
             return Err(attach_status(e));
         }
         tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate, ?mode, "backend attached");

@@ -77,9 +77,10 @@ enum Stage {
         worker: WorkerId,
         deadline: Instant,
     },
-    /// Owned by a worker, or by a direct attach (`None`).
+    /// Owned by a worker, or by a direct attach (`None`), through attachment `owner`.
     Owned {
         worker: Option<WorkerId>,
+        owner: u64,
     },
 }
 
@@ -172,8 +173,14 @@ impl Dispatcher {
         }
     }
 
-    /// A `Session` stream attached. `worker` is the attaching worker's id, if any.
-    pub fn attached(&mut self, id: SessionId, worker: Option<&str>) -> Result<(), DispatchError> {
+    /// A `Session` stream attached. `worker` is the attaching worker's id, if any; `owner`
+    /// names the attachment.
+    pub fn attached(
+        &mut self,
+        id: SessionId,
+        worker: Option<&str>,
+        owner: u64,
+    ) -> Result<(), DispatchError> {
         let t = self
             .sessions
             .get_mut(&id)
@@ -183,34 +190,38 @@ impl Dispatcher {
             Stage::Offered { worker, .. } => Some(worker.clone()),
             Stage::Queued { .. } => None,
         };
-        let owner = worker
+        let owner_worker = worker
             .filter(|w| self.workers.contains_key(*w))
             .map(str::to_string);
         t.stage = Stage::Owned {
-            worker: owner.clone(),
+            worker: owner_worker.clone(),
+            owner,
         };
         self.queue.retain(|q| *q != id);
         if let Some(p) = previous {
-            if owner.as_deref() != Some(p.as_str()) {
+            if owner_worker.as_deref() != Some(p.as_str()) {
                 self.release(id, &p);
             }
         }
-        if let Some(w) = owner.and_then(|o| self.workers.get_mut(&o)) {
+        if let Some(w) = owner_worker.and_then(|o| self.workers.get_mut(&o)) {
             w.holding.insert(id);
         }
         Ok(())
     }
 
-    /// The owner's stream broke before the session ended: dispatch it again.
-    pub fn owner_lost(&mut self, now: Instant, id: SessionId) {
+    /// Attachment `owner` of the session broke before the session ended: dispatch it again.
+    /// A report about an earlier owner (the session has moved on since) changes nothing.
+    /// Returns whether the session was queued again.
+    pub fn owner_lost(&mut self, now: Instant, id: SessionId, lost: u64) -> bool {
         let owner = match self.sessions.get(&id).map(|t| &t.stage) {
-            Some(Stage::Owned { worker }) => worker.clone(),
-            _ => return,
+            Some(Stage::Owned { worker, owner }) if *owner == lost => worker.clone(),
+            _ => return false,
         };
         if let Some(w) = &owner {
             self.release(id, w);
         }
         self.requeue_front(now, id, owner.as_deref());
+        true
     }
 
     pub fn session_ended(&mut self, id: SessionId) {
@@ -219,6 +230,7 @@ impl Dispatcher {
                 Stage::Offered { worker, .. }
                 | Stage::Owned {
                     worker: Some(worker),
+                    ..
                 } => self.release(id, &worker),
                 _ => {}
             }
@@ -249,7 +261,7 @@ impl Dispatcher {
     pub fn holder(&self, id: SessionId) -> Option<&str> {
         match &self.sessions.get(&id)?.stage {
             Stage::Offered { worker, .. } => Some(worker),
-            Stage::Owned { worker } => worker.as_deref(),
+            Stage::Owned { worker, .. } => worker.as_deref(),
             Stage::Queued { .. } => None,
         }
     }
@@ -445,7 +457,7 @@ mod tests {
         assert_eq!(d.queued(), 1, "the 7th waits");
         assert!(!d.has_room());
         for (s, w) in &offers {
-            d.attached(*s, Some(w)).unwrap();
+            d.attached(*s, Some(w), 1).unwrap();
         }
         // A session ends: the waiting one is offered the freed slot.
         d.session_ended(offers[0].0);
@@ -462,7 +474,7 @@ mod tests {
         d.new_session(t0, SessionId(1), HashMap::new());
         let offers = offered_to(&drain(&mut d, t0));
         let first = offers[0].1.clone();
-        d.attached(SessionId(1), Some(&first)).unwrap();
+        d.attached(SessionId(1), Some(&first), 1).unwrap();
         d.worker_gone(t0, &first);
         let again = drain(&mut d, t0);
         let other = if first == "a" { "b" } else { "a" };
@@ -475,6 +487,28 @@ mod tests {
                 attempt: 2
             }]
         );
+    }
+
+    #[test]
+    fn a_late_loss_report_of_an_earlier_owner_does_not_move_the_new_one() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("a", 2).unwrap();
+        d.new_session(t0, SessionId(1), HashMap::new());
+        drain(&mut d, t0);
+        d.attached(SessionId(1), Some("a"), 10).unwrap();
+        d.worker_gone(t0, "a");
+        d.register("b", 2).unwrap();
+        let o = offered_to(&drain(&mut d, t0));
+        assert_eq!(o, vec![(SessionId(1), "b".to_string())]);
+        d.attached(SessionId(1), Some("b"), 11).unwrap();
+        // a's stream closing is reported only now: b keeps the session.
+        assert!(!d.owner_lost(t0, SessionId(1), 10));
+        assert_eq!(d.holder(SessionId(1)), Some("b"));
+        assert!(drain(&mut d, t0).is_empty());
+        // b's own loss does move it.
+        assert!(d.owner_lost(t0, SessionId(1), 11));
+        assert_eq!(d.queued(), 1);
     }
 
     #[test]
@@ -547,14 +581,14 @@ mod tests {
         let t0 = Instant::now();
         let mut d = Dispatcher::new(cfg());
         d.new_session(t0, SessionId(1), HashMap::new());
-        d.attached(SessionId(1), None).unwrap();
+        d.attached(SessionId(1), None, 1).unwrap();
         assert_eq!(d.queued(), 0);
         assert_eq!(
-            d.attached(SessionId(1), None),
+            d.attached(SessionId(1), None, 2),
             Err(DispatchError::AlreadyOwned)
         );
         assert_eq!(
-            d.attached(SessionId(2), None),
+            d.attached(SessionId(2), None, 3),
             Err(DispatchError::UnknownSession)
         );
     }

@@ -43,10 +43,13 @@ pub enum DispatchMsg {
     Attached {
         id: SessionId,
         worker: Option<String>,
+        /// The attachment's `owner_id` (see `OwnerEndpoints`).
+        owner: u64,
         reply: oneshot::Sender<Result<(), DispatchError>>,
     },
     OwnerLost {
         id: SessionId,
+        owner: u64,
     },
     Ended {
         id: SessionId,

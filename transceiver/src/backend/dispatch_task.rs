@@ -87,12 +87,18 @@ impl DispatchTask {
             DispatchMsg::NewSession { id, metadata } => {
                 self.dispatcher.new_session(now, id, metadata)
             }
-            DispatchMsg::Attached { id, worker, reply } => {
-                let _ = reply.send(self.dispatcher.attached(id, worker.as_deref()));
+            DispatchMsg::Attached {
+                id,
+                worker,
+                owner,
+                reply,
+            } => {
+                let _ = reply.send(self.dispatcher.attached(id, worker.as_deref(), owner));
             }
-            DispatchMsg::OwnerLost { id } => {
-                tracing::info!(session = %id, "backend stream lost; re-dispatching");
-                self.dispatcher.owner_lost(now, id);
+            DispatchMsg::OwnerLost { id, owner } => {
+                if self.dispatcher.owner_lost(now, id, owner) {
+                    tracing::info!(session = %id, "backend stream lost; re-dispatching");
+                }
             }
             DispatchMsg::Ended { id } => self.dispatcher.session_ended(id),
             DispatchMsg::HasRoom { reply } => {

@@ -139,6 +139,64 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "VOXGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    // ---- Hardening of the control plane, auth and gRPC (issue 11) ----
+    /// Start without any token even though signaling or gRPC listens on a non-loopback
+    /// address (by default such a transceiver refuses to start). For trusted networks only.
+    #[arg(long, env = "VOXGATE_INSECURE_NO_AUTH", default_value_t = false)]
+    pub insecure_no_auth: bool,
+
+    /// File holding the key (at least 32 bytes, surrounding whitespace ignored) that signs
+    /// short-lived per-call tokens minted by the application (`v1.<payload>.<mac>`, see the
+    /// README); accepted on /v1/* beside --token.
+    #[arg(long, env = "VOXGATE_TOKEN_KEY_FILE")]
+    pub token_key_file: Option<PathBuf>,
+
+    /// Session-creating POSTs a client IP (an IPv6 /64) may make per second, sustained; beyond
+    /// it POST answers 429 with Retry-After. 0 turns the limit off.
+    #[arg(long, env = "VOXGATE_POST_RATE_PER_IP", default_value_t = 20.0)]
+    pub post_rate_per_ip: f64,
+
+    /// POSTs a client IP may make at once before --post-rate-per-ip applies.
+    #[arg(long, env = "VOXGATE_POST_BURST_PER_IP", default_value_t = 100)]
+    pub post_burst_per_ip: u32,
+
+    /// Concurrent sessions (plus POSTs in flight) per client IP (an IPv6 /64); beyond it POST
+    /// answers 429. 0 turns the cap off.
+    #[arg(long, env = "VOXGATE_MAX_SESSIONS_PER_IP", default_value_t = 100)]
+    pub max_sessions_per_ip: usize,
+
+    /// Longest a session may last; it then ends with reason `max_duration` (told to the
+    /// client on the data channel and to the backend). 0 = no limit.
+    #[arg(long, env = "VOXGATE_MAX_SESSION_SECS", default_value_t = 4 * 3600)]
+    pub max_session_secs: u64,
+
+    /// A backend whose uplink queue for a session stays full this long is treated as lost:
+    /// its stream is dropped and the session is dispatched again.
+    #[arg(long, env = "VOXGATE_BACKEND_STALL_SECS", default_value_t = 5)]
+    pub backend_stall_secs: u64,
+
+    /// Seconds between HTTP/2 PINGs (and TCP keepalive probes) on gRPC connections.
+    #[arg(long, env = "VOXGATE_GRPC_KEEPALIVE_SECS", default_value_t = 10)]
+    pub grpc_keepalive_secs: u64,
+
+    /// Seconds a gRPC connection may leave a PING unanswered before it is closed and its
+    /// backend's sessions are dispatched again.
+    #[arg(
+        long,
+        env = "VOXGATE_GRPC_KEEPALIVE_TIMEOUT_SECS",
+        default_value_t = 10
+    )]
+    pub grpc_keepalive_timeout_secs: u64,
+
+    /// Seconds a signaling connection has to send complete request headers before it is
+    /// closed.
+    #[arg(long, env = "VOXGATE_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+
+    /// Seconds a signaling request has to deliver its whole body (408 after that).
+    #[arg(long, env = "VOXGATE_BODY_TIMEOUT_SECS", default_value_t = 10)]
+    pub body_timeout_secs: u64,
 }
 
 fn parse_busy_ratio(s: &str) -> Result<f64, String> {
@@ -165,6 +223,31 @@ pub enum ConfigError {
     NoInternalIp(IpAddr),
     #[error("invalid fleet key: {0}")]
     Key(#[from] voxgate_proto::hint::KeyError),
+    #[error(
+        "{0} is set but empty: give it a token, or unset it (an empty token is not \"no auth\")"
+    )]
+    EmptyToken(&'static str),
+    #[error(
+        "{what} listens on {addr}, which is not loopback, and no token is configured: set {need}, \
+         or pass --insecure-no-auth to serve it unauthenticated"
+    )]
+    PublicWithoutToken {
+        what: &'static str,
+        addr: SocketAddr,
+        need: &'static str,
+    },
+    #[error("cannot read token key file {path}: {source}")]
+    TokenKeyFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("token key file {path}: {source}")]
+    TokenKey {
+        path: PathBuf,
+        source: crate::auth::call_token::KeyTooShort,
+    },
+    #[error("--post-rate-per-ip must be a finite number >= 0")]
+    BadPostRate,
 }
 
 /// Where the fleet key came from: relays can only decode hints of a shared key.
@@ -220,12 +303,97 @@ impl Config {
         }
     }
 
-    /// An empty token (e.g. `VOXGATE_TOKEN=""` from a template) means no auth, not a required
-    /// empty token.
-    pub fn normalize(mut self) -> Self {
-        self.token = self.token.filter(|t| !t.is_empty());
-        self.grpc_token = self.grpc_token.filter(|t| !t.is_empty());
-        self
+    /// Checks the authentication settings and fails closed: an empty token is a mistake (a
+    /// template that forgot to fill it), not "no auth"; and a listener on a non-loopback
+    /// address needs a token unless `--insecure-no-auth` says otherwise.
+    pub fn check_auth(&self) -> Result<(), ConfigError> {
+        if self.token.as_deref() == Some("") {
+            return Err(ConfigError::EmptyToken("--token / VOXGATE_TOKEN"));
+        }
+        if self.grpc_token.as_deref() == Some("") {
+            return Err(ConfigError::EmptyToken("--grpc-token / VOXGATE_GRPC_TOKEN"));
+        }
+        if !(self.post_rate_per_ip.is_finite() && self.post_rate_per_ip >= 0.0) {
+            return Err(ConfigError::BadPostRate);
+        }
+        if self.insecure_no_auth {
+            return Ok(());
+        }
+        if self.token.is_none()
+            && self.token_key_file.is_none()
+            && !self.signal_listen.ip().is_loopback()
+        {
+            return Err(ConfigError::PublicWithoutToken {
+                what: "signaling (--signal-listen)",
+                addr: self.signal_listen,
+                need: "--token or --token-key-file",
+            });
+        }
+        if self.grpc_token.is_none() && !self.grpc_listen.ip().is_loopback() {
+            return Err(ConfigError::PublicWithoutToken {
+                what: "the gRPC bridge (--grpc-listen)",
+                addr: self.grpc_listen,
+                need: "--grpc-token",
+            });
+        }
+        Ok(())
+    }
+
+    /// The signaling authenticator: the static token and the per-call token key, if any.
+    pub fn authenticator(&self) -> Result<crate::auth::Authenticator, ConfigError> {
+        let call_key = match &self.token_key_file {
+            None => None,
+            Some(path) => {
+                let bytes = std::fs::read(path).map_err(|source| ConfigError::TokenKeyFile {
+                    path: path.clone(),
+                    source,
+                })?;
+                Some(
+                    crate::auth::CallTokenKey::from_file_contents(&bytes).map_err(|source| {
+                        ConfigError::TokenKey {
+                            path: path.clone(),
+                            source,
+                        }
+                    })?,
+                )
+            }
+        };
+        Ok(crate::auth::Authenticator {
+            static_token: self.token.clone(),
+            call_key,
+        })
+    }
+
+    pub fn rate_limit(&self) -> crate::control::rate_limit::RateLimitConfig {
+        crate::control::rate_limit::RateLimitConfig {
+            rate: self.post_rate_per_ip,
+            burst: self.post_burst_per_ip,
+            max_clients: 65_536,
+        }
+    }
+
+    /// `None` when sessions may last forever.
+    pub fn max_session_duration(&self) -> Option<Duration> {
+        (self.max_session_secs > 0).then(|| Duration::from_secs(self.max_session_secs))
+    }
+
+    pub fn backend_stall(&self) -> Duration {
+        Duration::from_secs(self.backend_stall_secs.max(1))
+    }
+
+    pub fn grpc_keepalive(&self) -> (Duration, Duration) {
+        (
+            Duration::from_secs(self.grpc_keepalive_secs.max(1)),
+            Duration::from_secs(self.grpc_keepalive_timeout_secs.max(1)),
+        )
+    }
+
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_timeout_secs.max(1))
+    }
+
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_secs(self.body_timeout_secs.max(1))
     }
 
     pub fn connect_timeout(&self) -> Duration {
@@ -304,6 +472,41 @@ mod tests {
         let c = parse(&["--fleet-key", "zz-not-hex-secret"]);
         let err = c.fleet_key().unwrap_err().to_string();
         assert!(!err.contains("zz-not-hex-secret"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_token_is_a_configuration_error() {
+        let c = parse(&["--token", ""]);
+        let err = c.check_auth().unwrap_err().to_string();
+        assert!(
+            err.contains("VOXGATE_TOKEN") && err.contains("empty"),
+            "{err}"
+        );
+        let c = parse(&["--grpc-token", ""]);
+        assert!(matches!(c.check_auth(), Err(ConfigError::EmptyToken(_))));
+    }
+
+    #[test]
+    fn a_public_bind_needs_a_token_unless_insecure_no_auth() {
+        assert!(
+            parse(&[]).check_auth().is_ok(),
+            "loopback defaults are fine"
+        );
+        let c = parse(&["--signal-listen", "0.0.0.0:8080"]);
+        let err = c.check_auth().unwrap_err().to_string();
+        assert!(
+            err.contains("not loopback") && err.contains("--insecure-no-auth"),
+            "{err}"
+        );
+        let c = parse(&["--grpc-listen", "[::]:50051", "--token", "t"]);
+        assert!(matches!(
+            c.check_auth(),
+            Err(ConfigError::PublicWithoutToken { .. })
+        ));
+        let c = parse(&["--signal-listen", "0.0.0.0:8080", "--token", "t"]);
+        assert!(c.check_auth().is_ok());
+        let c = parse(&["--signal-listen", "0.0.0.0:8080", "--insecure-no-auth"]);
+        assert!(c.check_auth().is_ok());
     }
 
     #[test]

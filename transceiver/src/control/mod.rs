@@ -18,5 +18,7 @@
 pub mod config;
 pub mod offer;
 pub mod plane;
+pub mod rate_limit;
 pub mod registry;
 pub mod signaling;
+pub mod signaling_server;

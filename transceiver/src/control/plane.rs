@@ -4,9 +4,9 @@
 //! the HTTP edge maps to a status code. Expensive work (str0m accepting an offer) runs on
 //! tokio's blocking pool so neither the async runtime nor a media loop waits on it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use str0m::config::DtlsCert;
@@ -17,9 +17,10 @@ use std::collections::HashMap;
 
 use crate::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
 use crate::control::offer::{validate_offer, OfferError};
+use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints};
-use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle};
+use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle, SessionEnded};
 use crate::media::session::{
     EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
 };
@@ -41,6 +42,10 @@ pub enum ControlError {
     LoopBusy(usize),
     #[error("every media loop is saturated (least busy at {0} %); try again or another instance")]
     LoopsSaturated(u32),
+    #[error("too many session requests from this address; retry after {} s", .0.as_secs().max(1))]
+    RateLimited(Duration),
+    #[error("this address already holds {0} sessions")]
+    ClientCap(usize),
     #[error("no such session")]
     NotFound,
     #[error("{0}")]
@@ -58,6 +63,8 @@ impl ControlError {
             ControlError::NoBackend => Some("no_backend"),
             ControlError::LoopBusy(_) => Some("loop_queue_full"),
             ControlError::LoopsSaturated(_) => Some("loops_saturated"),
+            ControlError::RateLimited(_) => Some("rate_limited"),
+            ControlError::ClientCap(_) => Some("per_ip_sessions"),
             _ => None,
         }
     }
@@ -83,6 +90,14 @@ pub struct ControlPlaneConfig {
     pub require_backend: bool,
     /// A loop busier than this (share of wall time) takes no new session; 1 = no limit.
     pub max_loop_busy: f64,
+    /// Concurrent sessions per client IP (IPv6 /64); 0 = no cap.
+    pub max_sessions_per_ip: usize,
+    /// POST token buckets per client IP.
+    pub rate_limit: RateLimitConfig,
+    /// Longest a session may last (`None` = no limit).
+    pub max_session: Option<Duration>,
+    /// An owner whose uplink queue stays full this long is dropped and the session re-dispatched.
+    pub backend_stall: Duration,
 }
 
 pub struct ControlPlane {
@@ -96,6 +111,8 @@ pub struct ControlPlane {
     /// Whether the last admission found every loop saturated (logs only the transitions).
     saturated: AtomicBool,
     dispatch: DispatchHandle,
+    /// Held only for one bucket update, never across an await.
+    rate_limiter: Mutex<RateLimiter>,
 }
 
 impl ControlPlane {
@@ -112,7 +129,13 @@ impl ControlPlane {
             .generate_certificate()
             .ok_or_else(|| ControlError::Internal("DTLS certificate generation failed".into()))?;
         Ok(ControlPlane {
-            registry: Registry::new(loops.len(), config.max_sessions),
+            registry: Registry::new(
+                loops.len(),
+                config.max_sessions,
+                config.max_sessions_per_ip,
+                metrics.sessions_reserved_gauge(),
+            ),
+            rate_limiter: Mutex::new(RateLimiter::new(config.rate_limit, Instant::now())),
             loops,
             metrics,
             config,
@@ -134,6 +157,19 @@ impl ControlPlane {
 
     pub fn session_count(&self) -> usize {
         self.registry.len()
+    }
+
+    /// How long a backend may leave its uplink queue full before it counts as lost.
+    pub fn backend_stall(&self) -> Duration {
+        self.config.backend_stall
+    }
+
+    /// Takes a POST token from `client`'s bucket.
+    fn check_rate(&self, client: IpAddr) -> Result<(), ControlError> {
+        let mut limiter = self.rate_limiter.lock().unwrap_or_else(|p| p.into_inner());
+        limiter
+            .check(Instant::now(), client)
+            .map_err(ControlError::RateLimited)
     }
 
     pub fn is_draining(&self) -> bool {
@@ -166,13 +202,20 @@ impl ControlPlane {
         (ufrag, random_ice_password())
     }
 
+    /// Admits and answers a new session. `client` is the peer's IP (per-IP limits apply when
+    /// given). Every await point may be the last (hyper drops the future of a request whose
+    /// client left): the reservation guard then gives the slot back.
     pub async fn create(
         &self,
         body: &[u8],
         metadata: HashMap<String, String>,
+        client: Option<IpAddr>,
     ) -> Result<Created, ControlError> {
         if self.is_draining() {
             return Err(ControlError::Draining);
+        }
+        if let Some(ip) = client {
+            self.check_rate(ip)?;
         }
         let (offer, summary) = validate_offer(body)?;
         if self.config.require_backend && !self.dispatch.has_room().await {
@@ -182,9 +225,10 @@ impl ControlPlane {
         let limit = self.config.max_loop_busy;
         let reservation = self
             .registry
-            .reserve(|i| limit >= 1.0 || busy[i] < limit)
+            .reserve(client, |i| limit >= 1.0 || busy[i] < limit)
             .map_err(|r| match r {
                 Refusal::AtCapacity => ControlError::AtCapacity(self.config.max_sessions),
+                Refusal::ClientCap => ControlError::ClientCap(self.config.max_sessions_per_ip),
                 Refusal::LoopsSaturated => {
                     let least = (busy.iter().copied().fold(1.0, f64::min) * 100.0).round() as u32;
                     if !self.saturated.swap(true, Ordering::Relaxed) {
@@ -210,6 +254,7 @@ impl ControlPlane {
             cert: self.cert.clone(),
             candidates: self.candidates_for(loop_index),
             connect_timeout: self.config.connect_timeout,
+            max_duration: self.config.max_session,
             audio_mid: summary.audio_mid,
             encoder: self.config.encoder,
             metadata: metadata.clone(),
@@ -220,16 +265,11 @@ impl ControlPlane {
         })
         .await
         .map_err(|e| ControlError::Internal(e.to_string()));
+        // On every early return below, dropping `reservation` gives the slot back.
         let (session, answer) = match accepted {
             Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
-                self.registry.cancel(reservation);
-                return Err(ControlError::Rejected(e.to_string()));
-            }
-            Err(e) => {
-                self.registry.cancel(reservation);
-                return Err(e);
-            }
+            Ok(Err(e)) => return Err(ControlError::Rejected(e.to_string())),
+            Err(e) => return Err(e),
         };
         let (tx, rx) = oneshot::channel();
         let cmd = Command::Insert {
@@ -237,7 +277,6 @@ impl ControlPlane {
             reply: tx,
         };
         if let Err(e) = self.loops[loop_index].send(cmd) {
-            self.registry.cancel(reservation);
             return Err(ControlError::LoopBusy(e.0));
         }
         // Commit before awaiting: the loop may end the session (and report it) at any time
@@ -350,18 +389,36 @@ impl ControlPlane {
         }
     }
 
-    /// Applies loop events until every loop has stopped.
-    pub async fn run_events(self: Arc<Self>, mut events: mpsc::Receiver<LoopEvent>) {
-        while let Some(ev) = events.recv().await {
-            match ev {
-                LoopEvent::Ended { id, reason } => {
-                    self.registry.remove(id);
-                    self.metrics.session_ended(reason.as_str());
-                    self.dispatch.send(DispatchMsg::Ended { id }).await;
-                }
-                LoopEvent::OwnerLost { id } => {
-                    self.dispatch.send(DispatchMsg::OwnerLost { id }).await;
-                }
+    /// Applies loop events until every loop has stopped. Ends come on their own channel (one
+    /// message per session, so it needs no bound of its own and never drops one): a burst of
+    /// other events can never cost a registry slot.
+    pub async fn run_events(
+        self: Arc<Self>,
+        mut events: mpsc::Receiver<LoopEvent>,
+        mut ended: mpsc::UnboundedReceiver<SessionEnded>,
+    ) {
+        let mut events_open = true;
+        loop {
+            tokio::select! {
+                // Ends first: they give slots back.
+                biased;
+                e = ended.recv() => match e {
+                    Some(SessionEnded { id, reason }) => {
+                        self.registry.remove(id);
+                        self.metrics.session_ended(reason.as_str());
+                        self.dispatch.send(DispatchMsg::Ended { id }).await;
+                    }
+                    None => return,
+                },
+                ev = events.recv(), if events_open => match ev {
+                    Some(LoopEvent::OwnerLost { id, owner, stalled }) => {
+                        if stalled {
+                            self.metrics.backend_stalled();
+                        }
+                        self.dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
+                    }
+                    None => events_open = false,
+                },
             }
         }
     }

@@ -2,32 +2,79 @@
 //!
 //! Only signaling and loop events touch it (never the packet path), so a plain mutex is fine.
 //! Admission reserves a slot on the least-loaded loop before the (slow) offer handling, so
-//! concurrent POSTs cannot overshoot `--max-sessions`.
+//! concurrent POSTs cannot overshoot `--max-sessions` or `--max-sessions-per-ip`.
+//!
+//! A [`Reservation`] is a guard: it gives its slot back when dropped, unless it was committed
+//! to a session. hyper drops a request's future when the client goes away, so a POST aborted
+//! at any await point still returns its slot. The `voxgate_sessions_reserved` gauge is updated
+//! under the same lock as the counts, so it always equals sessions plus open reservations.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 
+use prometheus_client::metrics::gauge::Gauge;
+
+use crate::control::rate_limit::client_key;
 use crate::media::session::SessionId;
 
 #[derive(Debug)]
 struct Inner {
-    sessions: HashMap<SessionId, usize>,
+    /// Session → (loop, client key).
+    sessions: HashMap<SessionId, (usize, Option<IpAddr>)>,
     per_loop: Vec<usize>,
+    /// Sessions and open reservations per client key (IPv4 address or IPv6 /64).
+    per_client: HashMap<IpAddr, usize>,
     reserved: usize,
+}
+
+impl Inner {
+    fn release_client(&mut self, client: Option<IpAddr>) {
+        let Some(c) = client else { return };
+        if let Some(n) = self.per_client.get_mut(&c) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_client.remove(&c);
+            }
+        }
+    }
+
+    fn held(&self) -> usize {
+        self.sessions.len() + self.reserved
+    }
 }
 
 #[derive(Debug)]
 pub struct Registry {
     inner: Mutex<Inner>,
     max_sessions: usize,
+    /// 0 = no per-client cap.
+    max_per_client: usize,
+    held_gauge: Gauge,
 }
 
-/// A reserved slot on a loop; turn it into a session with [`Registry::commit`] or give it back
-/// with [`Registry::cancel`].
+/// A reserved slot on a loop. Turn it into a session with [`Registry::commit`]; dropping it
+/// in any other way gives the slot back.
 #[derive(Debug)]
 #[must_use]
-pub struct Reservation {
+pub struct Reservation<'a> {
     pub loop_index: usize,
+    client: Option<IpAddr>,
+    registry: &'a Registry,
+    committed: bool,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        let mut g = self.registry.lock();
+        g.reserved -= 1;
+        g.per_loop[self.loop_index] -= 1;
+        g.release_client(self.client);
+        self.registry.held_gauge.set(g.held() as i64);
+    }
 }
 
 /// Why no slot was reserved.
@@ -37,17 +84,23 @@ pub enum Refusal {
     AtCapacity,
     /// Every loop is past `--max-loop-busy`.
     LoopsSaturated,
+    /// This client already holds `--max-sessions-per-ip` sessions.
+    ClientCap,
 }
 
 impl Registry {
-    pub fn new(loops: usize, max_sessions: usize) -> Self {
+    pub fn new(loops: usize, max_sessions: usize, max_per_client: usize, held: Gauge) -> Self {
+        held.set(0);
         Registry {
             inner: Mutex::new(Inner {
                 sessions: HashMap::new(),
                 per_loop: vec![0; loops],
+                per_client: HashMap::new(),
                 reserved: 0,
             }),
             max_sessions,
+            max_per_client,
+            held_gauge: held,
         }
     }
 
@@ -57,11 +110,23 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reserves a slot on the least-loaded loop among those `has_room` accepts.
-    pub fn reserve(&self, has_room: impl Fn(usize) -> bool) -> Result<Reservation, Refusal> {
+    /// Reserves a slot for a session of `client` on the least-loaded loop among those
+    /// `has_room` accepts.
+    pub fn reserve(
+        &self,
+        client: Option<IpAddr>,
+        has_room: impl Fn(usize) -> bool,
+    ) -> Result<Reservation<'_>, Refusal> {
+        let client = client.map(client_key);
         let mut g = self.lock();
-        if g.sessions.len() + g.reserved >= self.max_sessions {
+        if g.held() >= self.max_sessions {
             return Err(Refusal::AtCapacity);
+        }
+        if let Some(c) = client {
+            let n = g.per_client.get(&c).copied().unwrap_or(0);
+            if self.max_per_client > 0 && n >= self.max_per_client {
+                return Err(Refusal::ClientCap);
+            }
         }
         let loop_index = g
             .per_loop
@@ -73,35 +138,43 @@ impl Registry {
             .ok_or(Refusal::LoopsSaturated)?;
         g.per_loop[loop_index] += 1;
         g.reserved += 1;
-        Ok(Reservation { loop_index })
+        if let Some(c) = client {
+            *g.per_client.entry(c).or_insert(0) += 1;
+        }
+        self.held_gauge.set(g.held() as i64);
+        Ok(Reservation {
+            loop_index,
+            client,
+            registry: self,
+            committed: false,
+        })
     }
 
-    pub fn commit(&self, r: Reservation, id: SessionId) {
+    pub fn commit(&self, mut r: Reservation<'_>, id: SessionId) {
         let mut g = self.lock();
         g.reserved -= 1;
-        g.sessions.insert(id, r.loop_index);
-    }
-
-    pub fn cancel(&self, r: Reservation) {
-        let mut g = self.lock();
-        g.reserved -= 1;
-        g.per_loop[r.loop_index] -= 1;
+        g.sessions.insert(id, (r.loop_index, r.client));
+        r.committed = true;
+        self.held_gauge.set(g.held() as i64);
     }
 
     pub fn loop_of(&self, id: SessionId) -> Option<usize> {
-        self.lock().sessions.get(&id).copied()
+        self.lock().sessions.get(&id).map(|(l, _)| *l)
     }
 
     /// Forgets an ended session; returns whether it was known.
     pub fn remove(&self, id: SessionId) -> bool {
         let mut g = self.lock();
-        match g.sessions.remove(&id) {
-            Some(l) => {
+        let known = match g.sessions.remove(&id) {
+            Some((l, client)) => {
                 g.per_loop[l] -= 1;
+                g.release_client(client);
                 true
             }
             None => false,
-        }
+        };
+        self.held_gauge.set(g.held() as i64);
+        known
     }
 
     pub fn len(&self) -> usize {
@@ -111,46 +184,112 @@ impl Registry {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Sessions plus open reservations (what `voxgate_sessions_reserved` shows).
+    pub fn held(&self) -> usize {
+        self.lock().held()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn registry(loops: usize, max: usize, per_client: usize) -> Registry {
+        Registry::new(loops, max, per_client, Gauge::default())
+    }
+
     #[test]
     fn sessions_spread_over_loops_by_load() {
-        let r = Registry::new(2, 10);
-        let a = r.reserve(|_| true).unwrap();
-        let b = r.reserve(|_| true).unwrap();
+        let r = registry(2, 10, 0);
+        let a = r.reserve(None, |_| true).unwrap();
+        let b = r.reserve(None, |_| true).unwrap();
         assert_ne!(a.loop_index, b.loop_index);
         r.commit(a, SessionId(1));
         r.commit(b, SessionId(2));
         assert_eq!(r.len(), 2);
         assert!(r.remove(SessionId(1)));
         assert!(!r.remove(SessionId(1)));
-        assert_eq!(r.reserve(|_| true).unwrap().loop_index, 0);
+        assert_eq!(r.reserve(None, |_| true).unwrap().loop_index, 0);
     }
 
     #[test]
-    fn reservations_count_against_capacity() {
-        let r = Registry::new(1, 2);
-        let a = r.reserve(|_| true).unwrap();
-        let _b = r.reserve(|_| true).unwrap();
-        assert_eq!(r.reserve(|_| true).unwrap_err(), Refusal::AtCapacity);
-        r.cancel(a);
-        assert!(r.reserve(|_| true).is_ok());
+    fn reservations_count_against_capacity_and_dropping_one_gives_it_back() {
+        let r = registry(1, 2, 0);
+        let a = r.reserve(None, |_| true).unwrap();
+        let _b = r.reserve(None, |_| true).unwrap();
+        assert_eq!(r.reserve(None, |_| true).unwrap_err(), Refusal::AtCapacity);
+        assert_eq!(r.held(), 2);
+        drop(a);
+        assert_eq!(r.held(), 1);
+        assert!(r.reserve(None, |_| true).is_ok());
+    }
+
+    #[test]
+    fn a_reservation_held_by_a_dropped_future_is_given_back() {
+        let r = registry(1, 1, 0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let fut = async {
+                let _slot = r.reserve(None, |_| true).unwrap();
+                std::future::pending::<()>().await;
+            };
+            // Poll it once (it reserves), then drop it, as hyper does when a client leaves.
+            let r2 = tokio::time::timeout(std::time::Duration::from_millis(10), fut).await;
+            assert!(r2.is_err());
+        });
+        assert_eq!(r.held(), 0);
+        assert!(r.reserve(None, |_| true).is_ok());
+    }
+
+    #[test]
+    fn the_gauge_tracks_sessions_plus_reservations() {
+        let g = Gauge::default();
+        let r = Registry::new(1, 10, 0, g.clone());
+        let a = r.reserve(None, |_| true).unwrap();
+        let b = r.reserve(None, |_| true).unwrap();
+        assert_eq!(g.get(), 2);
+        r.commit(a, SessionId(1));
+        assert_eq!(g.get(), 2);
+        drop(b);
+        assert_eq!(g.get(), 1);
+        r.remove(SessionId(1));
+        assert_eq!(g.get(), 0);
+    }
+
+    #[test]
+    fn a_client_is_capped_and_its_slots_come_back() {
+        let r = registry(1, 100, 2);
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        let a = r.reserve(Some(ip), |_| true).unwrap();
+        r.commit(a, SessionId(1));
+        let _b = r.reserve(Some(ip), |_| true).unwrap();
+        assert_eq!(
+            r.reserve(Some(ip), |_| true).unwrap_err(),
+            Refusal::ClientCap
+        );
+        assert!(r.reserve(Some(other), |_| true).is_ok());
+        r.remove(SessionId(1));
+        assert!(r.reserve(Some(ip), |_| true).is_ok());
     }
 
     #[test]
     fn saturated_loops_are_skipped_and_all_saturated_is_refused() {
-        let r = Registry::new(3, 100);
+        let r = registry(3, 100, 0);
         // Loop 0 is the least loaded but saturated: the next least-loaded loop with room wins.
-        let a = r.reserve(|i| i != 0).unwrap();
+        let a = r.reserve(None, |i| i != 0).unwrap();
         assert_eq!(a.loop_index, 1);
-        let b = r.reserve(|i| i != 0).unwrap();
+        let b = r.reserve(None, |i| i != 0).unwrap();
         assert_eq!(b.loop_index, 2);
-        assert_eq!(r.reserve(|_| false).unwrap_err(), Refusal::LoopsSaturated);
+        assert_eq!(
+            r.reserve(None, |_| false).unwrap_err(),
+            Refusal::LoopsSaturated
+        );
         // A refusal reserves nothing.
-        assert_eq!(r.reserve(|_| true).unwrap().loop_index, 0);
+        assert_eq!(r.reserve(None, |_| true).unwrap().loop_index, 0);
     }
 }

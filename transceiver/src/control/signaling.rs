@@ -9,11 +9,12 @@
 //! [`ControlError`]s to status codes; the work happens in [`ControlPlane`].
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use std::collections::HashMap;
 
-use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
@@ -21,8 +22,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tower_http::cors::CorsLayer;
 
-use crate::auth;
+use crate::auth::Authenticator;
 use crate::control::plane::{ControlError, ControlPlane};
+use crate::control::signaling_server::peer_addr;
 use crate::media::session::SessionId;
 
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -30,18 +32,31 @@ const INDEX_HTML: &str = include_str!("../../web/index.html");
 #[derive(Clone)]
 pub struct AppState {
     pub control: Arc<ControlPlane>,
-    pub token: Option<Arc<str>>,
+    /// The static token and per-call token key (open when neither is set).
+    pub auth: Arc<Authenticator>,
+    /// Longest a request may take to deliver its body (408 after that).
+    pub body_timeout: Duration,
+    pub max_body_bytes: usize,
     /// Absolute base URL for `Location` (no trailing slash), or `None` for a relative one.
     pub public_url: Option<Arc<str>>,
 }
 
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+/// Metadata a per-call token carried, handed from the auth check to the handler.
+#[derive(Clone, Default)]
+struct TokenMetadata(HashMap<String, String>);
+
+pub fn router(state: AppState) -> Router {
+    let max_body_bytes = state.max_body_bytes;
     let api = Router::new()
         .route("/v1/sessions", post(create_session))
         .route(
             "/v1/sessions/{id}",
             get(get_session).delete(delete_session).patch(patch_session),
         )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            read_body_in_time,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     // Token auth is a header (never a cookie), so any origin may call the API.
     let cors = CorsLayer::new()
@@ -70,14 +85,24 @@ impl IntoResponse for ControlError {
             | ControlError::LoopBusy(_)
             | ControlError::LoopsSaturated(_)
             | ControlError::NoBackend => StatusCode::SERVICE_UNAVAILABLE,
+            ControlError::RateLimited(_) | ControlError::ClientCap(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ControlError::NotFound => StatusCode::NOT_FOUND,
             ControlError::Conflict(_) => StatusCode::CONFLICT,
             ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
+        let retry_after = match &self {
+            // Whole seconds, rounded up: a client retrying at once would be refused again.
+            ControlError::RateLimited(wait) => Some(wait.as_secs_f64().ceil().max(1.0) as u64),
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(1),
+            ControlError::ClientCap(_) => Some(1),
+            _ => None,
+        };
         let mut resp = (status, format!("{self}\n")).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if let Some(secs) = retry_after {
             resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }
@@ -92,24 +117,61 @@ async fn count_status(State(state): State<AppState>, req: Request, next: Next) -
     resp
 }
 
-async fn require_token(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    req: Request,
-    next: Next,
-) -> Response {
-    let presented = headers
+async fn require_token(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let presented = req
+        .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if !auth::bearer_allowed(state.token.as_deref(), presented) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "missing or invalid bearer token\n",
-        )
-            .into_response();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    match state.auth.check(presented, now) {
+        Ok(metadata) => {
+            req.extensions_mut().insert(TokenMetadata(metadata));
+            next.run(req).await
+        }
+        Err(e) => {
+            state.control.metrics.signaling_rejected(e.reason());
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "missing or invalid bearer token\n",
+            )
+                .into_response()
+        }
     }
-    next.run(req).await
+}
+
+/// Reads the whole request body within `--body-timeout-secs` (408 otherwise) and within
+/// `--max-body-bytes` (413), so a client that dribbles its body cannot hold a handler.
+async fn read_body_in_time(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let read = axum::body::to_bytes(body, state.max_body_bytes);
+    match tokio::time::timeout(state.body_timeout, read).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if too_large {
+                state.control.metrics.signaling_rejected("body_too_large");
+                (StatusCode::PAYLOAD_TOO_LARGE, "request body is too large\n").into_response()
+            } else {
+                state.control.metrics.signaling_rejected("body_error");
+                (StatusCode::BAD_REQUEST, "request body could not be read\n").into_response()
+            }
+        }
+        Err(_) => {
+            state.control.metrics.signaling_rejected("body_timeout");
+            (
+                StatusCode::REQUEST_TIMEOUT,
+                "request body did not arrive in time\n",
+            )
+                .into_response()
+        }
+    }
 }
 
 fn is_content_type(headers: &HeaderMap, expected: &str) -> bool {
@@ -138,9 +200,10 @@ fn session_metadata(
     query: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<HashMap<String, String>, String> {
-    const MAX_ENTRIES: usize = 32;
-    const MAX_KEY: usize = 64;
-    const MAX_VALUE: usize = 1024;
+    // The same bounds as a per-call token's metadata.
+    use crate::auth::call_token::{
+        MAX_META_ENTRIES as MAX_ENTRIES, MAX_META_KEY as MAX_KEY, MAX_META_VALUE as MAX_VALUE,
+    };
     let mut meta = HashMap::new();
     let from_query = query
         .into_iter()
@@ -167,17 +230,22 @@ fn session_metadata(
 async fn create_session(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
+    Extension(TokenMetadata(granted)): Extension<TokenMetadata>,
+    extensions: axum::http::Extensions,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ControlError> {
     if !is_content_type(&headers, "application/sdp") {
         return Ok(unsupported_media_type());
     }
-    let metadata = match session_metadata(query.as_deref(), &headers) {
+    let mut metadata = match session_metadata(query.as_deref(), &headers) {
         Ok(m) => m,
         Err(msg) => return Ok((StatusCode::BAD_REQUEST, msg).into_response()),
     };
-    let created = match state.control.create(&body, metadata).await {
+    // What the application signed into a per-call token wins over what the client sent.
+    metadata.extend(granted);
+    let client = peer_addr(&extensions).map(|a| a.ip());
+    let created = match state.control.create(&body, metadata, client).await {
         Ok(c) => c,
         Err(e) => {
             if let Some(reason) = e.refusal_reason() {

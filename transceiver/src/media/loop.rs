@@ -29,7 +29,7 @@ use crate::media::audio_bridge::{BridgeError, OwnerEndpoints};
 use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
 use crate::media::demux::{Demux, SessionKey};
 use crate::media::session::{
-    ClientPath, EndReason, Session, SessionError, SessionId, SessionSnapshot,
+    ClientPath, EndReason, OwnerLoss, Session, SessionError, SessionId, SessionSnapshot,
 };
 use crate::media::timers::Timers;
 use crate::metrics::{DropReason, LoopCounters, LoopMetrics};
@@ -92,23 +92,30 @@ pub enum Command {
 pub enum AttachError {
     #[error("no such session")]
     NotFound,
-    #[error("session already has an owner")]
-    AlreadyOwned,
     #[error("{0}")]
     Bridge(#[from] BridgeError),
 }
 
-/// What a loop tells the control plane.
+/// What a loop tells the control plane (bounded channel, `try_send`: may be dropped).
 #[derive(Debug, Clone, Copy)]
 pub enum LoopEvent {
-    Ended {
-        id: SessionId,
-        reason: EndReason,
-    },
-    /// The owning backend's stream ended while the session lives on.
+    /// The owning backend's stream ended while the session lives on, or (`stalled`) it left
+    /// its uplink queue full past `--backend-stall-secs` and was dropped.
+    /// `owner` is the lost attachment's `owner_id`.
     OwnerLost {
         id: SessionId,
+        owner: u64,
+        stalled: bool,
     },
+}
+
+/// A session ended. Sent on a channel of its own that is never full, since a lost end would
+/// leak the session's admission slot. Each session ends once, so the queue is bounded by the
+/// sessions the loops hold.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionEnded {
+    pub id: SessionId,
+    pub reason: EndReason,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +157,7 @@ pub struct LoopSpec {
     pub core: Option<core_affinity::CoreId>,
     pub metrics: LoopMetrics,
     pub events: mpsc::Sender<LoopEvent>,
+    pub ended: mpsc::UnboundedSender<SessionEnded>,
 }
 
 /// Binds the loop's socket (so errors surface to the caller) and starts its thread.
@@ -165,6 +173,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
     let index = spec.index;
     let core = spec.core;
     let events = spec.events;
+    let ended = spec.ended;
     let metrics = spec.metrics;
     let busy = SharedBusy::default();
     let loop_busy = busy.clone();
@@ -183,6 +192,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 socket,
                 commands: rx,
                 events,
+                ended,
                 metrics,
                 counters: LoopCounters::default(),
                 sessions: Slab::new(),
@@ -226,6 +236,7 @@ struct MediaLoop {
     socket: UdpSocket,
     commands: Receiver<Command>,
     events: mpsc::Sender<LoopEvent>,
+    ended: mpsc::UnboundedSender<SessionEnded>,
     metrics: LoopMetrics,
     counters: LoopCounters,
     sessions: Slab<Session>,
@@ -439,11 +450,12 @@ impl MediaLoop {
         self.counters.bridge.add(&deltas);
         let handoff = session.bridge_mut().take_handoff();
         self.counters.handoff.add(&handoff);
-        if session.owner_lost {
-            session.owner_lost = false;
-            let _ = self
-                .events
-                .try_send(LoopEvent::OwnerLost { id: session.id });
+        if let Some((how, owner)) = session.owner_lost.take() {
+            let _ = self.events.try_send(LoopEvent::OwnerLost {
+                id: session.id,
+                owner,
+                stalled: how == OwnerLoss::Stalled,
+            });
         }
         match next {
             Some(deadline) => {
@@ -464,9 +476,9 @@ impl MediaLoop {
         }
         self.ids.remove(&session.id);
         let reason = session.end_reason().unwrap_or(EndReason::RtcError);
-        // The channel holds more than max-sessions events, so this cannot fill up unless the
-        // control plane is gone (shutdown), when nobody needs the event.
-        let _ = self.events.try_send(LoopEvent::Ended {
+        // Unbounded but one per session; fails only once the control plane is gone
+        // (shutdown), when nobody needs the event.
+        let _ = self.ended.send(SessionEnded {
             id: session.id,
             reason,
         });
@@ -569,8 +581,13 @@ impl MediaLoop {
     ) -> Result<(), AttachError> {
         let key = *self.ids.get(&id).ok_or(AttachError::NotFound)?;
         let session = self.sessions.get_mut(key).ok_or(AttachError::NotFound)?;
+        // The dispatcher decides ownership and has approved this attach (it refuses a second
+        // owner of a session it counts as owned). An owner still here is one it already gave
+        // up on (its worker vanished, or it stalled) whose streams have not closed yet, e.g. a
+        // frozen backend's other connections awaiting their keepalive timeout: replace it.
         if session.bridge_mut().has_live_owner() {
-            return Err(AttachError::AlreadyOwned);
+            tracing::info!(session = %id, "replacing an owner the dispatcher gave up on");
+            session.bridge_mut().detach_owner();
         }
         let metadata = session.metadata().clone();
         session

@@ -63,6 +63,15 @@ impl FromStr for SessionId {
     }
 }
 
+/// How a session lost its owning backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerLoss {
+    /// The owner's stream ended without a hangup.
+    StreamEnded,
+    /// The owner left its uplink queue full past `--backend-stall-secs` and was dropped.
+    Stalled,
+}
+
 /// Why a session ended; also the `reason` label of `voxgate_sessions_ended_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -77,6 +86,8 @@ pub enum EndReason {
     BackendHangup,
     /// No backend took the session within the dispatch policy.
     NoBackend,
+    /// The session reached `--max-session-secs`.
+    MaxDuration,
 }
 
 impl EndReason {
@@ -90,6 +101,7 @@ impl EndReason {
             EndReason::Shutdown => "shutdown",
             EndReason::BackendHangup => "backend_hangup",
             EndReason::NoBackend => "no_backend",
+            EndReason::MaxDuration => "max_duration",
         }
     }
 }
@@ -154,6 +166,8 @@ pub struct SessionParams {
     /// ICE candidates to advertise (the loop's socket, or relay addresses).
     pub candidates: Vec<SocketAddr>,
     pub connect_timeout: Duration,
+    /// Longest the session may last (`--max-session-secs`), `None` = no limit.
+    pub max_duration: Option<Duration>,
     /// The `a=mid` of the offer's audio section.
     pub audio_mid: String,
     pub encoder: EncoderSettings,
@@ -174,8 +188,9 @@ pub struct Session {
     channel_labels: Vec<(ChannelId, String)>,
     bridge: AudioBridge,
     metadata: HashMap<String, String>,
-    /// Set when the owning backend's stream ended; the loop reports it and clears it.
-    pub owner_lost: bool,
+    /// Set when the owning backend was lost (how, and which owner); the loop reports it and
+    /// clears it.
+    pub owner_lost: Option<(OwnerLoss, u64)>,
     /// A graceful end: when to start str0m's close (after the goodbye message went out).
     close_at: Option<Instant>,
     /// Bridge counters already added to the loop's metrics.
@@ -189,6 +204,8 @@ pub struct Session {
     created: Instant,
     connected_at: Option<Instant>,
     connect_deadline: Instant,
+    /// When the session ends with `max_duration`, if it is limited.
+    end_deadline: Option<Instant>,
     counters: SessionCounters,
     /// The timer entry the loop has for this session, if any.
     pub scheduled: Option<Instant>,
@@ -248,7 +265,7 @@ impl Session {
             channel_labels: Vec::new(),
             bridge: AudioBridge::new(params.id.to_string(), params.encoder),
             metadata: params.metadata,
-            owner_lost: false,
+            owner_lost: None,
             close_at: None,
             published_bridge: BridgeCounters::default(),
             client_addrs: Vec::new(),
@@ -258,6 +275,7 @@ impl Session {
             created: now,
             connected_at: None,
             connect_deadline: now + params.connect_timeout,
+            end_deadline: params.max_duration.map(|d| now + d),
             counters: SessionCounters::default(),
             scheduled: None,
             span,
@@ -342,6 +360,10 @@ impl Session {
             self.end(EndReason::ConnectTimeout);
             return;
         }
+        if self.end_deadline.is_some_and(|t| now >= t) {
+            self.end(EndReason::MaxDuration);
+            return;
+        }
         if self.bridge.next_tick().is_some_and(|t| t <= now) {
             self.audio_tick(now);
         }
@@ -379,6 +401,9 @@ impl Session {
                     }
                     if let Some(tick) = self.bridge.next_tick() {
                         next = next.min(tick);
+                    }
+                    if let Some(end) = self.end_deadline {
+                        next = next.min(end);
                     }
                     return Some(next);
                 }
@@ -496,6 +521,10 @@ impl Session {
 
     /// The 20 ms downlink tick: act on backend messages, then send at most one Opus frame.
     fn audio_tick(&mut self, now: Instant) {
+        if self.bridge.owner_stalled(now) {
+            tracing::info!(parent: &self.span, "backend stalled (uplink queue full); re-dispatching");
+            self.owner_lost = Some((OwnerLoss::Stalled, self.bridge.last_owner_id()));
+        }
         while let Some(action) = self.bridge.poll_downlink() {
             match action {
                 BridgeAction::SendData(msg) => {
@@ -506,7 +535,9 @@ impl Session {
                     self.end(EndReason::BackendHangup);
                     return;
                 }
-                BridgeAction::OwnerLost => self.owner_lost = true,
+                BridgeAction::OwnerLost => {
+                    self.owner_lost = Some((OwnerLoss::StreamEnded, self.bridge.last_owner_id()))
+                }
             }
         }
         let Some(mid) = self.audio_mid else {

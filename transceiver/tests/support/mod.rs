@@ -550,3 +550,19 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
         .map(|v| v as u64)
         .sum()
 }
+
+/// Drives the fleet until `pred` holds (checked every 50 ms), for at most `limit`.
+pub fn drive_until(
+    fleet: &mut voxgate_testkit::Fleet,
+    limit: Duration,
+    mut pred: impl FnMut() -> bool,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        fleet.run_for(Duration::from_millis(50));
+        if pred() {
+            return true;
+        }
+    }
+    false
+}

@@ -60,6 +60,10 @@ pub struct OwnerEndpoints {
     pub sample_rate: u32,
     pub mode: AudioMode,
     pub progress_interval: Duration,
+    /// The owner counts as lost once its uplink queue has stayed full this long.
+    pub stall_after: Duration,
+    /// Names this attachment, so a late report of its loss is not taken for a newer owner's.
+    pub owner_id: u64,
 }
 
 struct Owner {
@@ -67,6 +71,9 @@ struct Owner {
     downlink: mpsc::Receiver<Downlink>,
     mode: AudioMode,
     progress_interval_samples: u64,
+    stall_after: Duration,
+    /// Since when the uplink queue has been full (seen on a tick), if it is.
+    full_since: Option<Instant>,
 }
 
 /// Something the session must do with its `Rtc` on behalf of the backend.
@@ -80,6 +87,8 @@ pub enum BridgeAction {
 
 pub struct AudioBridge {
     owner: Option<Owner>,
+    /// `owner_id` of the latest owner (kept after it is dropped, for the loss report).
+    last_owner_id: u64,
     taps: Vec<mpsc::Sender<Uplink>>,
     session_id: String,
     /// Uplink PCM rate (the owner's; 48 kHz until one attaches).
@@ -112,6 +121,7 @@ impl AudioBridge {
     pub fn new(session_id: String, encoder_settings: EncoderSettings) -> Self {
         AudioBridge {
             owner: None,
+            last_owner_id: 0,
             taps: Vec::new(),
             session_id,
             rate: 48_000,
@@ -146,6 +156,11 @@ impl AudioBridge {
     /// The hand-off latencies observed since the last call.
     pub fn take_handoff(&mut self) -> HandoffHistogram {
         std::mem::take(&mut self.handoff)
+    }
+
+    /// The `owner_id` of the latest owner, live or lost.
+    pub fn last_owner_id(&self) -> u64 {
+        self.last_owner_id
     }
 
     pub fn has_owner(&self) -> bool {
@@ -205,7 +220,10 @@ impl AudioBridge {
             downlink: endpoints.downlink,
             mode: endpoints.mode,
             progress_interval_samples: interval_samples,
+            stall_after: endpoints.stall_after,
+            full_since: None,
         };
+        self.last_owner_id = endpoints.owner_id;
         self.down_pcm.clear();
         self.down_opus.clear();
         self.items.clear();
@@ -236,6 +254,26 @@ impl AudioBridge {
         }
         self.taps.push(tap);
         Ok(())
+    }
+
+    /// Checked on each tick: an owner whose uplink queue has stayed full for its stall time is
+    /// stuck (a frozen process, or a dead connection not yet noticed). It is dropped, which
+    /// ends its stream, and the caller reports the owner lost so the session is dispatched
+    /// again. No allocation: a capacity read and an `Instant` comparison.
+    pub fn owner_stalled(&mut self, now: Instant) -> bool {
+        let Some(o) = self.owner.as_mut() else {
+            return false;
+        };
+        if o.uplink.capacity() > 0 {
+            o.full_since = None;
+            return false;
+        }
+        let since = *o.full_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < o.stall_after {
+            return false;
+        }
+        self.detach_owner();
+        true
     }
 
     pub fn detach_owner(&mut self) {
@@ -385,10 +423,29 @@ mod tests {
                 sample_rate: rate,
                 mode: AudioMode::Pcm,
                 progress_interval: Duration::from_millis(200),
+                stall_after: Duration::from_secs(5),
+                owner_id: 1,
             },
             up_rx,
             down_tx,
         )
+    }
+
+    /// A 48 kHz PCM owner on the given queues.
+    fn pcm_endpoints(
+        uplink: mpsc::Sender<Uplink>,
+        downlink: mpsc::Receiver<Downlink>,
+        stall_after: Duration,
+    ) -> OwnerEndpoints {
+        OwnerEndpoints {
+            uplink,
+            downlink,
+            sample_rate: 48_000,
+            mode: AudioMode::Pcm,
+            progress_interval: Duration::from_millis(200),
+            stall_after,
+            owner_id: 1,
+        }
     }
 
     fn opus_frames(n: usize) -> Vec<Vec<u8>> {
@@ -448,19 +505,40 @@ mod tests {
         let mut b = AudioBridge::new("s".into(), SETTINGS);
         let (up_tx, _up_rx) = mpsc::channel(4);
         let (_down_tx, down_rx) = mpsc::channel(4);
-        let ep = OwnerEndpoints {
-            uplink: up_tx,
-            downlink: down_rx,
-            sample_rate: 48_000,
-            mode: AudioMode::Pcm,
-            progress_interval: Duration::from_millis(200),
-        };
+        let ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(5));
         b.attach_owner(ep, now, &Default::default()).unwrap();
         for (i, p) in opus_frames(20).iter().enumerate() {
             b.on_audio_packet(now, i as u64, 0, p);
         }
         // 4 slots: the ATTACHED event plus 3 frames; the other 17 frames are dropped.
         assert_eq!(b.counters().uplink_dropped, 17);
+    }
+
+    #[test]
+    fn an_owner_whose_queue_stays_full_past_the_stall_time_is_dropped() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (up_tx, mut up_rx) = mpsc::channel(2);
+        let (_down_tx, down_rx) = mpsc::channel(4);
+        let ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(2));
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        assert!(!b.owner_stalled(t0), "one slot still free");
+        for (i, p) in opus_frames(4).iter().enumerate() {
+            b.on_audio_packet(t0, i as u64, 0, p);
+        }
+        assert!(!b.owner_stalled(t0), "full, but only just");
+        // The backend reads once: the clock restarts.
+        up_rx.try_recv().unwrap();
+        assert!(!b.owner_stalled(t0 + Duration::from_secs(1)));
+        b.on_audio_packet(t0, 9, 0, &opus_frames(1)[0]);
+        assert!(!b.owner_stalled(t0 + Duration::from_secs(2)));
+        assert!(!b.owner_stalled(t0 + Duration::from_millis(3_900)));
+        assert!(b.owner_stalled(t0 + Duration::from_secs(4)));
+        assert!(!b.has_owner(), "the stuck owner is dropped");
+        assert!(
+            !b.owner_stalled(t0 + Duration::from_secs(9)),
+            "reported once"
+        );
     }
 
     #[test]

@@ -1,0 +1,146 @@
+//! Authentication of the HTTP signaling edge and the gRPC bridge. Sans-IO: the edges pass the
+//! `Authorization` header value and the current Unix time; nothing here reads a clock or a file.
+//!
+//! Signaling accepts either the static `--token` or a short-lived per-call token minted by
+//! the application ([`call_token`], checked with `--token-key-file`), both as
+//! `Authorization: Bearer <token>`. A per-call token may carry metadata for the backend. The
+//! gRPC bridge takes the static `--grpc-token`. Static tokens are compared in time that does
+//! not depend on where the first difference is, so response timing does not reveal a prefix.
+//! Which binds need a token at all is decided in [`crate::control::config`] (fail closed on a
+//! public bind).
+
+pub mod call_token;
+
+use std::collections::HashMap;
+
+pub use call_token::{CallClaims, CallTokenError, CallTokenKey};
+
+/// Why a request was refused; the `reason` label of `voxgate_signaling_rejected_total`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("missing bearer token")]
+    Missing,
+    #[error("invalid bearer token")]
+    Invalid,
+    #[error("{0}")]
+    CallToken(#[from] CallTokenError),
+}
+
+impl AuthError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::Missing => "auth_missing",
+            AuthError::Invalid => "auth_invalid",
+            AuthError::CallToken(CallTokenError::Expired) => "token_expired",
+            AuthError::CallToken(_) => "token_invalid",
+        }
+    }
+}
+
+/// What the signaling edge accepts: a static token, a per-call token key, both, or (only
+/// where configuration allowed it) neither.
+#[derive(Debug, Clone, Default)]
+pub struct Authenticator {
+    pub static_token: Option<String>,
+    pub call_key: Option<CallTokenKey>,
+}
+
+impl Authenticator {
+    /// No token and no key: every request passes.
+    pub fn is_open(&self) -> bool {
+        self.static_token.is_none() && self.call_key.is_none()
+    }
+
+    /// Checks an `Authorization` header value at Unix time `now`. On success, returns the
+    /// metadata a per-call token carried (empty for the static token).
+    pub fn check(
+        &self,
+        authorization: Option<&str>,
+        now: u64,
+    ) -> Result<HashMap<String, String>, AuthError> {
+        if self.is_open() {
+            return Ok(HashMap::new());
+        }
+        let presented = authorization
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or(AuthError::Missing)?;
+        if let Some(token) = &self.static_token {
+            if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+                return Ok(HashMap::new());
+            }
+        }
+        match &self.call_key {
+            Some(key) if presented.starts_with(call_token::PREFIX) => {
+                Ok(key.verify(presented, now)?.metadata)
+            }
+            _ => Err(AuthError::Invalid),
+        }
+    }
+}
+
+/// Whether a request with this `Authorization` header value may pass the static `expected`
+/// token. With no configured token every request passes.
+pub fn bearer_allowed(expected: Option<&str>, authorization: Option<&str>) -> bool {
+    let Some(token) = expected else {
+        return true;
+    };
+    authorization
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes()))
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison_needs_exact_match() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+    }
+
+    #[test]
+    fn bearer_header_must_carry_the_configured_token() {
+        assert!(bearer_allowed(None, None), "no token configured: open");
+        assert!(bearer_allowed(Some("t0k"), Some("Bearer t0k")));
+        assert!(!bearer_allowed(Some("t0k"), None));
+        assert!(!bearer_allowed(Some("t0k"), Some("t0k")), "scheme required");
+        assert!(!bearer_allowed(Some("t0k"), Some("Bearer t0K")));
+    }
+
+    #[test]
+    fn static_token_and_call_tokens_work_side_by_side() {
+        let key = CallTokenKey::from_file_contents(&[b'k'; 32]).unwrap();
+        let auth = Authenticator {
+            static_token: Some("static".into()),
+            call_key: Some(key.clone()),
+        };
+        assert_eq!(auth.check(Some("Bearer static"), 0), Ok(HashMap::new()));
+        let meta: HashMap<String, String> = [("user".to_string(), "7".to_string())].into();
+        let call = key.mint(100, &meta);
+        assert_eq!(auth.check(Some(&format!("Bearer {call}")), 50), Ok(meta));
+        let expired = auth
+            .check(Some(&format!("Bearer {call}")), 100)
+            .unwrap_err();
+        assert_eq!(expired.reason(), "token_expired");
+        assert_eq!(auth.check(None, 0), Err(AuthError::Missing));
+        assert_eq!(auth.check(Some("Bearer nope"), 0), Err(AuthError::Invalid));
+    }
+
+    #[test]
+    fn call_tokens_alone_do_not_open_the_door_to_anything_else() {
+        let auth = Authenticator {
+            static_token: None,
+            call_key: Some(CallTokenKey::from_file_contents(&[b'k'; 32]).unwrap()),
+        };
+        assert!(!auth.is_open());
+        assert_eq!(auth.check(Some("Bearer "), 0), Err(AuthError::Invalid));
+        assert!(auth.check(Some("Bearer v1.x.y"), 0).is_err());
+    }
+}
