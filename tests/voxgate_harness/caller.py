@@ -239,10 +239,11 @@ class Caller:
             await asyncio.sleep(0.02)
         raise TimeoutError(f"no reply audio heard within {timeout} s")
 
-    async def wait_message(self, predicate, timeout: float) -> dict:
-        """Waits for a JSON data-channel message for which `predicate(msg)` is true."""
+    async def wait_message(self, predicate, timeout: float, start: int = 0) -> dict:
+        """Waits for a JSON data-channel message, from the `start`-th on, for which
+        `predicate(msg)` is true."""
         deadline = time.monotonic() + timeout
-        seen = 0
+        seen = start
         while True:
             for raw in self.messages[seen:]:
                 seen += 1

@@ -18,6 +18,11 @@ GRPC_TOKEN = "sdk-test-token"
 
 
 @pytest.fixture
+def token() -> str:
+    return GRPC_TOKEN
+
+
+@pytest.fixture
 def transceiver(tmp_path):
     """A transceiver that wants GRPC_TOKEN on the bridge API; shows its log on failure."""
     t = Transceiver("--grpc-token", GRPC_TOKEN, log_dir=tmp_path).start()

@@ -8,7 +8,6 @@ import json
 import time
 
 import pytest
-from conftest import GRPC_TOKEN
 from voxgate_harness.audio import dominant_hz, rms, tone
 from voxgate_harness.transceiver import Transceiver, free_tcp_port
 
@@ -44,8 +43,8 @@ async def poll(cond, timeout: float = TIMEOUT, what: str = "condition") -> None:
 
 
 async def test_dispatched_call_carries_audio_messages_and_progress_both_ways(
-        transceiver, caller_factory):
-    async with voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN, capacity=2,
+        transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token, capacity=2,
                               worker_id="w1", sample_rate=RATE) as worker:
         await worker.wait_registered(TIMEOUT)
         caller = await caller_factory(model="small")
@@ -90,10 +89,10 @@ async def test_dispatched_call_carries_audio_messages_and_progress_both_ways(
         await poll(lambda: worker.active == 0, what="the call to be released")
 
 
-async def test_declined_call_goes_to_another_worker(transceiver, caller_factory):
-    async with (voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN, worker_id="a",
+async def test_declined_call_goes_to_another_worker(transceiver, caller_factory, token):
+    async with (voxgate.Worker(transceiver.grpc_target, token=token, worker_id="a",
                                sample_rate=RATE) as a,
-                voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN, worker_id="b",
+                voxgate.Worker(transceiver.grpc_target, token=token, worker_id="b",
                                sample_rate=RATE) as b):
         await a.wait_registered(TIMEOUT)
         await b.wait_registered(TIMEOUT)
@@ -117,10 +116,10 @@ async def test_declined_call_goes_to_another_worker(transceiver, caller_factory)
             assert len(await asyncio.wait_for(frames(taken, 10), TIMEOUT)) == 10
 
 
-async def test_call_is_dispatched_again_when_its_worker_goes_away(transceiver, caller_factory):
-    async with voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN, worker_id="b",
+async def test_call_is_dispatched_again_when_its_worker_goes_away(transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token, worker_id="b",
                               sample_rate=RATE) as b:
-        a = voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN, worker_id="a",
+        a = voxgate.Worker(transceiver.grpc_target, token=token, worker_id="a",
                            sample_rate=RATE, capacity=1)
         await a.wait_registered(TIMEOUT)
         # b is full until a has the call, so the first dispatch goes to a.
@@ -143,8 +142,8 @@ async def test_call_is_dispatched_again_when_its_worker_goes_away(transceiver, c
             assert len(await asyncio.wait_for(frames(again, 10), TIMEOUT)) == 10
 
 
-async def test_clear_drops_queued_audio_and_reports_the_played_time(transceiver, caller_factory):
-    async with voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN,
+async def test_clear_drops_queued_audio_and_reports_the_played_time(transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token,
                               sample_rate=RATE, progress_interval_ms=100) as worker:
         await worker.wait_registered(TIMEOUT)
         caller = await caller_factory()
@@ -167,8 +166,8 @@ async def test_clear_drops_queued_audio_and_reports_the_played_time(transceiver,
             assert again.dropped_ms == 0
 
 
-async def test_hangup_ends_the_call_for_the_caller_and_the_backend(transceiver, caller_factory):
-    async with voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN,
+async def test_hangup_ends_the_call_for_the_caller_and_the_backend(transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token,
                               sample_rate=RATE) as worker:
         await worker.wait_registered(TIMEOUT)
         caller = await caller_factory()
@@ -186,8 +185,8 @@ async def test_hangup_ends_the_call_for_the_caller_and_the_backend(transceiver, 
         await poll(lambda: caller.pc.connectionState in ("closed", "failed"), what="caller closed")
 
 
-async def test_caller_leaving_ends_the_call_with_the_reason(transceiver, caller_factory):
-    async with voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN,
+async def test_caller_leaving_ends_the_call_with_the_reason(transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token,
                               sample_rate=RATE) as worker:
         await worker.wait_registered(TIMEOUT)
         caller = await caller_factory()
@@ -201,8 +200,8 @@ async def test_caller_leaving_ends_the_call_with_the_reason(transceiver, caller_
 
 
 async def test_tap_listens_without_owning_and_unknown_sessions_are_errors(
-        transceiver, caller_factory):
-    async with voxgate.Worker(transceiver.grpc_target, token=GRPC_TOKEN,
+        transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token,
                               sample_rate=RATE) as worker:
         await worker.wait_registered(TIMEOUT)
         caller = await caller_factory()
@@ -211,7 +210,7 @@ async def test_tap_listens_without_owning_and_unknown_sessions_are_errors(
             caller.say(tone(440, 3.0, 48_000))
             loud = []
             async for item in voxgate.tap(transceiver.grpc_target, caller.session_id,
-                                          token=GRPC_TOKEN, sample_rate=RATE):
+                                          token=token, sample_rate=RATE):
                 if isinstance(item, voxgate.AudioFrame) and rms(item.pcm) > 1000:
                     loud.append(item)
                     if len(loud) == 10:
@@ -220,16 +219,16 @@ async def test_tap_listens_without_owning_and_unknown_sessions_are_errors(
             assert not call.ended.is_set(), "the tap did not disturb the owner"
         with pytest.raises(voxgate.UnknownSessionError, match="unknown session"):
             async for _ in voxgate.tap(transceiver.grpc_target, "nosuchsession",
-                                       token=GRPC_TOKEN):
+                                       token=token):
                 pass
 
 
-async def test_wrong_token_is_an_auth_error_that_names_no_secret(transceiver):
+async def test_wrong_token_is_an_auth_error_that_names_no_secret(transceiver, token):
     worker = voxgate.Worker(transceiver.grpc_target, token="not-the-token", worker_id="bad")
     try:
         with pytest.raises(voxgate.AuthError, match="refused the token") as e:
             await worker.wait_registered(TIMEOUT)
-        assert "not-the-token" not in str(e.value) and GRPC_TOKEN not in str(e.value)
+        assert "not-the-token" not in str(e.value) and token not in str(e.value)
         with pytest.raises(voxgate.AuthError):
             async for _ in worker.calls():
                 pass
@@ -240,13 +239,13 @@ async def test_wrong_token_is_an_auth_error_that_names_no_secret(transceiver):
             pass
 
 
-async def test_worker_reconnects_with_backoff_and_calls_see_the_transceiver_vanish(tmp_path):
+async def test_worker_reconnects_with_backoff_and_calls_see_the_transceiver_vanish(tmp_path, token):
     port = free_tcp_port()
-    worker = voxgate.Worker(f"http://127.0.0.1:{port}", token=GRPC_TOKEN, sample_rate=RATE)
+    worker = voxgate.Worker(f"http://127.0.0.1:{port}", token=token, sample_rate=RATE)
     try:
         await worker.start()
         await asyncio.sleep(0.6)  # a few refused connections: the worker keeps trying
-        with Transceiver("--grpc-token", GRPC_TOKEN, log_dir=tmp_path, grpc_port=port) as t:
+        with Transceiver("--grpc-token", token, log_dir=tmp_path, grpc_port=port) as t:
             await worker.wait_registered(TIMEOUT)
             from voxgate_harness.caller import Caller
 

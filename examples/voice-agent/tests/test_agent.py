@@ -1,0 +1,53 @@
+"""The offline voice agent end to end: a real WebRTC caller speaks (Piper speech through Opus),
+the transceiver hands the audio to the agent process over gRPC, the agent answers with speech."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+import pytest
+from voxgate_harness.voice import measure_barge_in, measure_turn, speech
+
+TIMEOUT = 90.0  # model inference on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def utterances():
+    return dict(zip(
+        ["book", "long", "stop", "hello"],
+        speech(["Book a table for two.",
+                "Please repeat after me: the quick brown fox jumps over the lazy dog, "
+                "and then it runs all the way home to its family.",
+                "Wait, stop, stop talking, I have a question.",
+                "Hello there."])))
+
+
+def words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+async def test_agent_understands_a_spoken_sentence_and_answers(caller, utterances):
+    turn = await measure_turn(caller, utterances["book"], TIMEOUT)
+    assert "book a table for two" in words(turn["transcript"]), turn
+    agent = await caller.wait_message(lambda m: m.get("type") == "agent", TIMEOUT)
+    assert agent["text"] == "Sure, I booked a table for 2. See you tonight."
+    # The whole reply is heard (Piper makes about 2.5 s of it).
+    deadline = time.monotonic() + TIMEOUT
+    while caller.heard_seconds() < 1.5 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert caller.heard_seconds() >= 1.5
+    for key in ("uplink_transport_ms", "agent_ms", "downlink_transport_ms", "total_ms"):
+        assert turn[key] >= 0, turn
+    print("turn:", json.dumps(turn))
+
+
+async def test_caller_speaking_over_the_reply_cuts_it(caller, utterances):
+    result = await measure_barge_in(caller, utterances["long"], utterances["stop"], TIMEOUT)
+    print("barge-in:", json.dumps(result))
+    # The agent noticed the caller and cleared the queued reply: most of it was never played.
+    assert result["reply_dropped_ms"] > 500, result
+    # And the caller heard none of it after the clear (a 300 ms margin for frames in flight).
+    assert result["heard_after_clear_ms"] == 0, result
