@@ -89,6 +89,23 @@ async def test_dispatched_call_carries_audio_messages_and_progress_both_ways(
         await poll(lambda: worker.active == 0, what="the call to be released")
 
 
+async def test_a_call_attached_late_still_learns_the_data_channel_is_open(
+        transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token,
+                              sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        caller = await caller_factory()
+        pending = await next_call(worker)
+        await asyncio.wait_for(caller.dc_open.wait(), TIMEOUT)  # open before the attach
+        async with pending as call:
+            await asyncio.wait_for(call.data_channel_open.wait(), TIMEOUT)
+            await call.send("late but heard")
+            deadline = time.monotonic() + TIMEOUT
+            while "late but heard" not in caller.messages and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert "late but heard" in caller.messages
+
+
 async def test_declined_call_goes_to_another_worker(transceiver, caller_factory, token):
     async with (voxgate.Worker(transceiver.grpc_target, token=token, worker_id="a",
                                sample_rate=RATE) as a,

@@ -102,6 +102,8 @@ pub struct AudioBridge {
     out_rtp_ts: u32,
     next_tick: Option<Instant>,
     connected: bool,
+    /// The caller's data channel is open (replayed to an owner that attaches later).
+    channel_open: bool,
     counters: BridgeCounters,
     /// Hand-off latencies since the loop last took them.
     handoff: HandoffHistogram,
@@ -133,6 +135,7 @@ impl AudioBridge {
             out_rtp_ts: rand::random(),
             next_tick: None,
             connected: false,
+            channel_open: false,
             counters: BridgeCounters::default(),
             handoff: HandoffHistogram::default(),
             clock: WallClock::new(),
@@ -224,6 +227,14 @@ impl AudioBridge {
                 &Default::default(),
             ));
         }
+        if self.channel_open {
+            self.send_owner(event(
+                session_event::Kind::DataChannelOpen,
+                "",
+                &self.session_id,
+                &Default::default(),
+            ));
+        }
         // Tick from now on, even before media flows, so backend messages (and a backend that
         // went away) are noticed within a frame.
         self.next_tick = Some(now + FRAME);
@@ -262,6 +273,7 @@ impl AudioBridge {
     }
 
     pub fn on_channel_open(&mut self) {
+        self.channel_open = true;
         let ev = event(
             session_event::Kind::DataChannelOpen,
             "",
