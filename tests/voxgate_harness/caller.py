@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import deque
 from dataclasses import dataclass
 
 import av
@@ -38,9 +39,10 @@ def loopback_ice_only() -> None:
 
 
 def record_rtp_arrivals() -> None:
-    """Notes when each downlink RTP packet reaches the caller's socket (before aiortc's jitter
-    buffer), keyed by RTP timestamp on the receiver, so the jitter buffer's own delay can be
-    told apart from the transport's."""
+    """Notes when each downlink RTP packet reaches the caller's socket, before aiortc's jitter
+    buffer (which holds 4 packets at the start of a talk spurt, and keeps the last ones of a
+    spurt until the next begins): the transport is timed on packets, what the caller hears on
+    decoded frames."""
     from aiortc.rtcrtpreceiver import RTCRtpReceiver
 
     if getattr(RTCRtpReceiver, "_voxgate_patched", False):
@@ -48,14 +50,35 @@ def record_rtp_arrivals() -> None:
     original = RTCRtpReceiver._handle_rtp_packet
 
     async def handle(self, packet, arrival_time_ms):
-        arrivals = self.__dict__.setdefault("voxgate_arrivals", {})
-        arrivals.setdefault(packet.timestamp, time.time())
-        if len(arrivals) > 20_000:
-            arrivals.pop(next(iter(arrivals)))
+        arrivals = self.__dict__.setdefault("voxgate_arrivals", deque(maxlen=50_000))
+        arrivals.append(time.time())
         return await original(self, packet, arrival_time_ms)
 
     RTCRtpReceiver._handle_rtp_packet = handle
     RTCRtpReceiver._voxgate_patched = True
+
+
+def record_rtp_sends() -> None:
+    """Notes when each uplink RTP packet goes to the caller's socket, by RTP timestamp, on the
+    DTLS transport: the transceiver hands the same timestamp to the backend with every frame,
+    so one frame's trip caller -> transceiver -> backend can be timed exactly."""
+    from aiortc.rtcdtlstransport import RTCDtlsTransport
+    from aiortc.rtp import is_rtcp
+
+    if getattr(RTCDtlsTransport, "_voxgate_patched", False):
+        return
+    original = RTCDtlsTransport._send_rtp
+
+    async def send(self, data: bytes) -> None:
+        await original(self, data)
+        if not is_rtcp(data) and len(data) >= 8:
+            sent = self.__dict__.setdefault("voxgate_sent", {})
+            sent[int.from_bytes(data[4:8], "big")] = time.time()
+            if len(sent) > 20_000:
+                sent.pop(next(iter(sent)))
+
+    RTCDtlsTransport._send_rtp = send
+    RTCDtlsTransport._voxgate_patched = True
 
 
 def _http(method: str, url: str, body: bytes | None, headers: dict[str, str]):
@@ -119,12 +142,10 @@ class _Speaker(AudioStreamTrack):
 
 @dataclass
 class Heard:
-    """One downlink frame: when it was decoded (heard), when its RTP packet reached the
-    caller's socket (wall clock, s), and its RMS level."""
+    """One decoded downlink frame: when it was heard (wall clock, s) and its RMS level."""
 
     at: float
     rms: float
-    arrived: float
 
 
 class Caller:
@@ -146,10 +167,12 @@ class Caller:
         self.dc = None
         self.dc_open = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._receiver = None
 
     async def connect(self) -> Caller:
         loopback_ice_only()
         record_rtp_arrivals()
+        record_rtp_sends()
         self.pc = pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         connected = asyncio.Event()
 
@@ -161,8 +184,8 @@ class Caller:
         @pc.on("track")
         def _track(track) -> None:
             if track.kind == "audio":
-                receiver = next(r for r in pc.getReceivers() if r.track is track)
-                self._tasks.append(asyncio.create_task(self._listen(track, receiver)))
+                self._receiver = next(r for r in pc.getReceivers() if r.track is track)
+                self._tasks.append(asyncio.create_task(self._listen(track)))
 
         pc.addTrack(self.speaker)
         self.dc = pc.createDataChannel("oai-events")
@@ -192,7 +215,7 @@ class Caller:
         await asyncio.wait_for(connected.wait(), CONNECT_TIMEOUT_S)
         return self
 
-    async def _listen(self, track, receiver) -> None:
+    async def _listen(self, track) -> None:
         try:
             while True:
                 frame = await track.recv()
@@ -203,8 +226,7 @@ class Caller:
                 if frame.sample_rate != RATE:  # not expected: aiortc decodes Opus at 48 kHz
                     continue
                 rms = float(np.sqrt(np.mean(mono.astype(np.float64) ** 2))) if len(mono) else 0.0
-                arrived = receiver.__dict__.get("voxgate_arrivals", {}).get(frame.pts, at)
-                self.heard.append(Heard(at, rms, arrived))
+                self.heard.append(Heard(at, rms))
                 self.heard_pcm += mono.astype(np.int16).tobytes()
         except (MediaStreamError, asyncio.CancelledError):
             return
@@ -214,13 +236,25 @@ class Caller:
         frame's send time (wall clock, s)."""
         return self.speaker.say(pcm48)
 
+    def packet_arrivals(self) -> list[float]:
+        """When each downlink RTP packet reached the caller's socket (wall clock, s)."""
+        return list(self._receiver.__dict__.get("voxgate_arrivals", ())) if self._receiver else []
+
+    def sent_at(self, rtp_timestamp: int) -> float | None:
+        """When the uplink packet with this RTP timestamp left the caller (wall clock, s)."""
+        for sender in self.pc.getSenders() if self.pc else []:
+            sent = sender.transport.__dict__.get("voxgate_sent", {}) if sender.transport else {}
+            if rtp_timestamp in sent:
+                return sent[rtp_timestamp]
+        return None
+
     def first_heard_after(self, t: float) -> float | None:
         """When reply audio (above HEARD_RMS) was first heard after wall time `t`."""
         h = self.first_frame_after(t)
         return h.at if h else None
 
-    def first_frame_after(self, t: float) -> Heard | None:
-        return next((h for h in self.heard if h.at > t and h.rms > HEARD_RMS), None)
+    def first_frame_after(self, t: float, rms: float = HEARD_RMS) -> Heard | None:
+        return next((h for h in self.heard if h.at > t and h.rms >= rms), None)
 
     def last_heard(self) -> float | None:
         return next((h.at for h in reversed(self.heard) if h.rms > HEARD_RMS), None)

@@ -2,15 +2,21 @@
 
 A real caller (aiortc) speaks Piper-synthesized utterances with pauses between them; the agent
 reports its own timestamps per turn on the data channel ({"type": "turn", "t": {...}}, wall clock
-µs). Caller and agent run on the same machine, so one wall clock serves both, and each turn
-splits into:
+µs). Caller and agent run on the same machine, so one wall clock serves both, and each turn,
+from the end of the caller's speech (its last frame sent) to the first reply frame the caller
+decodes, splits into parts that add up to the total:
 
-  uplink transport   caller's last speech frame sent -> that frame received by the agent
-                     (aiortc Opus encode, UDP, transceiver decode, gRPC)
-  agent              VAD end of turn + ASR + TTS first chunk, until the first play() returned
-  downlink transport first play() -> its first RTP packet at the caller's socket
-                     (gRPC, transceiver queue and Opus encode, UDP)
-  caller jitter buf  RTP arrival -> decoded frame (aiortc's receive buffer; a browser has its own)
+  vad alignment      the caller's end of speech -> the last frame the VAD called speech (a few
+                     ms either way: VAD windows are 32 ms, frames 20 ms)
+  uplink transport   that frame: caller socket -> transceiver socket (UDP, loopback) and
+                     transceiver socket -> agent (Opus decode, gRPC); the frame is matched by
+                     its RTP timestamp, so this is one frame's real trip
+  agent              VAD end of turn (the silence it waits for) + ASR + TTS first chunk, until
+                     the first play() returned
+  downlink transport first play() -> the first reply RTP packet at the caller's socket (gRPC,
+                     the transceiver's 20 ms pacing tick, Opus encode, UDP)
+  caller jitter buf  RTP arrival -> decoded (aiortc holds 4 packets at the start of every talk
+                     spurt; a browser's jitter buffer has its own, smaller, delay)
 
 and barge-in: the caller's onset over a reply -> the last reply audio the caller heard.
 """
@@ -101,21 +107,29 @@ async def measure_turn(caller: Caller, utterance: bytes, timeout: float = 60.0) 
     turn = await caller.wait_message(lambda m: m.get("type") == "turn", timeout, start=seen)
     user = await caller.wait_message(lambda m: m.get("type") == "user", timeout, start=seen)
     await caller.wait_heard(speech_end, timeout)
-    frame = caller.first_frame_after(speech_end)
+    # The transceiver sends nothing while it has nothing to play: the first packet and frame
+    # after the caller's speech are the reply's first, however quiet.
+    frame = caller.first_frame_after(speech_end, rms=0.0)
+    arrived = next(a for a in caller.packet_arrivals() if a > speech_end)
     t = turn["t"]
-    heard_us = frame.at * 1e6
-    arrived_us = frame.arrived * 1e6
-    end_us = speech_end * 1e6
+    sent = caller.sent_at(t["speech_end_rtp_ts"])
+    if sent is None:
+        raise AssertionError(f"the caller never sent RTP timestamp {t['speech_end_rtp_ts']}")
+    sent_us, end_us = sent * 1e6, speech_end * 1e6
     parts = {
-        "uplink_transport_ms": ms(t["speech_end_received_us"] - end_us),
+        "vad_alignment_ms": ms(sent_us - end_us),
+        "caller_to_transceiver_ms": ms(t["speech_end_arrival_us"] - sent_us),
+        "transceiver_to_agent_ms": ms(t["speech_end_received_us"] - t["speech_end_arrival_us"]),
         "vad_end_of_turn_ms": ms(t["end_of_turn_us"] - t["speech_end_received_us"]),
         "asr_ms": ms(t["asr_done_us"] - t["end_of_turn_us"]),
         "tts_first_chunk_ms": ms(t["tts_first_chunk_us"] - t["asr_done_us"]),
         "play_write_ms": ms(t["first_play_us"] - t["tts_first_chunk_us"]),
-        "downlink_transport_ms": ms(arrived_us - t["first_play_us"]),
-        "caller_jitter_buffer_ms": ms(heard_us - arrived_us),
-        "total_ms": ms(heard_us - end_us),
+        "downlink_transport_ms": ms(arrived * 1e6 - t["first_play_us"]),
+        "caller_jitter_buffer_ms": ms((frame.at - arrived) * 1e6),
+        "total_ms": ms(frame.at * 1e6 - end_us),
     }
+    parts["uplink_transport_ms"] = round(
+        parts["caller_to_transceiver_ms"] + parts["transceiver_to_agent_ms"], 1)
     parts["agent_ms"] = ms(t["first_play_us"] - t["speech_end_received_us"])
     parts["transport_ms"] = round(parts["uplink_transport_ms"] + parts["downlink_transport_ms"], 1)
     parts["transcript"] = user["text"]
@@ -124,7 +138,9 @@ async def measure_turn(caller: Caller, utterance: bytes, timeout: float = 60.0) 
 
 async def measure_barge_in(caller: Caller, prompt: bytes, interruption: bytes,
                            timeout: float = 60.0) -> dict:
-    """Asks for a reply, talks over it once it is audible, and measures how fast it stops."""
+    """Asks for a reply, talks over it once it is audible, and measures how fast it stops: from
+    the interruption's first frame sent to the last reply packet at the caller's socket, and to
+    the last reply frame the caller decoded."""
     seen = len(caller.messages)
     _, done = caller.say(prompt)
     prompt_end = await done
@@ -134,16 +150,20 @@ async def measure_barge_in(caller: Caller, prompt: bytes, interruption: bytes,
     onset = await started
     barge = await caller.wait_message(lambda m: m.get("type") == "barge_in", timeout, start=seen)
     interruption_end = await done
-    reply = [h for h in caller.heard if first <= h.at <= interruption_end and h.rms > 200]
-    last_heard = max((h.at for h in reply if h.at < barge["cleared_us"] / 1e6 + 0.5),
-                     default=onset)
+    # The agent cannot answer the interruption before it is over: every packet that arrived
+    # until then belongs to the first reply.
+    reply = [a for a in caller.packet_arrivals() if first - 1.0 <= a <= interruption_end]
+    last = max(reply)
+    cleared = barge["cleared_us"] / 1e6
     return {
-        "onset_to_reply_stopped_ms": ms((last_heard - onset) * 1e6),
         "onset_to_vad_onset_ms": ms(barge["onset_us"] - onset * 1e6),
         "clear_round_trip_ms": ms(barge["cleared_us"] - barge["onset_us"]),
+        # What the caller experiences: its first interrupting frame sent -> the last reply
+        # packet at its socket (aiortc then plays out what its jitter buffer holds).
+        "onset_to_reply_stopped_ms": ms((last - onset) * 1e6),
         "reply_heard_ms": barge["heard_ms"],
         "reply_dropped_ms": barge["dropped_ms"],
-        # Reply audio heard from clear + 300 ms until the caller stopped talking: must be none.
-        "heard_after_clear_ms": round(1000 * sum(
-            0.02 for h in reply if h.at > barge["cleared_us"] / 1e6 + 0.3), 1),
+        # Reply packets that reached the caller after the agent had the Cleared answer back.
+        "packets_after_clear": sum(1 for a in reply if a > cleared),
+        "last_packet_after_clear_ms": ms(max(0.0, last - cleared) * 1e6),
     }

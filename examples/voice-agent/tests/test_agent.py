@@ -41,6 +41,9 @@ async def test_agent_understands_a_spoken_sentence_and_answers(caller, utterance
     assert caller.heard_seconds() >= 1.5
     for key in ("uplink_transport_ms", "agent_ms", "downlink_transport_ms", "total_ms"):
         assert turn[key] >= 0, turn
+    parts = ("vad_alignment_ms", "uplink_transport_ms", "agent_ms", "downlink_transport_ms",
+             "caller_jitter_buffer_ms")
+    assert abs(sum(turn[p] for p in parts) - turn["total_ms"]) < 1.0, turn
     print("turn:", json.dumps(turn))
 
 
@@ -49,5 +52,7 @@ async def test_caller_speaking_over_the_reply_cuts_it(caller, utterances):
     print("barge-in:", json.dumps(result))
     # The agent noticed the caller and cleared the queued reply: most of it was never played.
     assert result["reply_dropped_ms"] > 500, result
-    # And the caller heard none of it after the clear (a 300 ms margin for frames in flight).
-    assert result["heard_after_clear_ms"] == 0, result
+    # The reply stopped at the caller: no packet of it arrived later than a generous margin
+    # after the agent had the transceiver's Cleared answer (on loopback, in-flight packets take
+    # well under a millisecond; the margin is for a busy machine's scheduling).
+    assert result["last_packet_after_clear_ms"] < 200, result

@@ -130,7 +130,9 @@ class Conversation:
     def start_reply(self, utterance: bytes) -> None:
         last = self.last_speech_frame
         t = {
-            # The caller's last speech frame: at the transceiver's socket, then here.
+            # The caller's last speech frame: its RTP timestamp (which the caller can look up),
+            # when it reached the transceiver's socket, and when it reached this process.
+            "speech_end_rtp_ts": last.rtp_timestamp if last else 0,
             "speech_end_arrival_us": last.arrival_unix_micros if last else 0,
             "speech_end_received_us": last.received_unix_micros if last else 0,
             "end_of_turn_us": now_us(),
