@@ -70,12 +70,12 @@ def record_rtp_sends() -> None:
     original = RTCDtlsTransport._send_rtp
 
     async def send(self, data: bytes) -> None:
-        await original(self, data)
         if not is_rtcp(data) and len(data) >= 8:
             sent = self.__dict__.setdefault("voxgate_sent", {})
             sent[int.from_bytes(data[4:8], "big")] = time.time()
             if len(sent) > 20_000:
                 sent.pop(next(iter(sent)))
+        await original(self, data)
 
     RTCDtlsTransport._send_rtp = send
     RTCDtlsTransport._voxgate_patched = True
