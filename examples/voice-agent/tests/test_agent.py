@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
+import wave
+from pathlib import Path
 
 import pytest
 from voxgate_harness.voice import measure_barge_in, measure_turn, speech
 
+ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT = 90.0  # model inference on a busy 2-core machine
 
 
@@ -77,3 +81,28 @@ async def test_voice_to_voice_latency_is_measured_per_turn_and_split(caller, utt
         turns.append(turn)
         await asyncio.sleep(3.0)  # the reply plays out, then a pause
     assert len(turns) == 2
+
+
+async def test_demo_page_shows_the_conversation_levels_and_latency(stack, tmp_path):
+    """The demo page in headless Chromium (its fake microphone speaks, once, after 3 s of
+    silence): the transcript pane shows what the agent heard and answered, the meters move and
+    the latency line shows the turn's voice-to-voice time."""
+    t, _ = stack
+    wav = tmp_path / "speech.wav"
+    pcm = b"\0\0" * 48_000 * 3 + speech(["Book a table for two."])[0] + b"\0\0" * 48_000 * 2
+    with wave.open(str(wav), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(48_000)
+        w.writeframes(pcm)
+    proc = await asyncio.create_subprocess_exec(
+        "node", str(ROOT / "tests" / "browser" / "demo_page.mjs"),
+        env={**os.environ, "SIGNAL_URL": t.signal_url, "WAV": str(wav), "TIMEOUT_MS": "90000"},
+        stdout=asyncio.subprocess.PIPE, cwd=ROOT / "tests" / "browser")
+    out, _ = await asyncio.wait_for(proc.communicate(), 150)
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    print("demo page:", json.dumps(result))
+    assert result["ok"], result
+    assert "book a table for two" in words(result["user"][0]), result
+    assert result["agent"][0] == "Sure, I booked a table for 2. See you tonight.", result
+    assert result["maxIn"] > 0 and result["maxOut"] > 0, result
