@@ -20,9 +20,9 @@ from pipecat.frames.frames import (  # noqa: E402
     TTSStartedFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
-from pipecat.pipeline.runner import PipelineRunner  # noqa: E402
-from pipecat.pipeline.task import PipelineParams, PipelineTask  # noqa: E402
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
+from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from voxgate_harness.audio import dominant_hz, rms, tone  # noqa: E402
 
 import voxgate  # noqa: E402
@@ -63,14 +63,16 @@ async def test_minimal_pipeline_echoes_audio_and_messages_and_clears_on_interrup
         transceiver, caller_factory, token):
     async def bot(transport: VoxgateTransport) -> None:
         pipeline = Pipeline([transport.input(), EchoBot(), transport.output()])
-        task = PipelineTask(pipeline, params=PipelineParams(
+        task = PipelineWorker(pipeline, params=PipelineParams(
             audio_in_sample_rate=RATE, audio_out_sample_rate=RATE))
 
         @transport.event_handler("on_client_disconnected")
         async def _gone(transport, call):
             await task.cancel()
 
-        await PipelineRunner(handle_sigint=False).run(task)
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(task)
+        await runner.run()
 
     async with voxgate.Worker(transceiver.grpc_target, token=token, capacity=2,
                               sample_rate=RATE) as worker:

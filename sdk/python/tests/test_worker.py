@@ -4,6 +4,7 @@ clear, hangup, tap, a wrong token, reconnect, and the transceiver vanishing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
@@ -32,6 +33,24 @@ async def frames(call: voxgate.Call, n: int) -> list[voxgate.AudioFrame]:
         if len(got) == n:
             break
     return got
+
+
+@pytest.fixture
+def answered(transceiver, caller_factory, token):
+    """`async with answered(**worker_options) as (caller, call)`: one worker, one caller, the
+    call accepted and its media flowing."""
+
+    @contextlib.asynccontextmanager
+    async def answer(**options):
+        async with voxgate.Worker(transceiver.grpc_target, token=token, sample_rate=RATE,
+                                  **options) as worker:
+            await worker.wait_registered(TIMEOUT)
+            caller = await caller_factory()
+            async with await next_call(worker) as call:
+                await call.wait_connected(TIMEOUT)
+                yield caller, call
+
+    return answer
 
 
 async def poll(cond, timeout: float = TIMEOUT, what: str = "condition") -> None:
@@ -159,81 +178,62 @@ async def test_call_is_dispatched_again_when_its_worker_goes_away(transceiver, c
             assert len(await asyncio.wait_for(frames(again, 10), TIMEOUT)) == 10
 
 
-async def test_clear_drops_queued_audio_and_reports_the_played_time(transceiver, caller_factory, token):
-    async with voxgate.Worker(transceiver.grpc_target, token=token,
-                              sample_rate=RATE, progress_interval_ms=100) as worker:
-        await worker.wait_registered(TIMEOUT)
-        caller = await caller_factory()
-        async with await next_call(worker) as call:
-            await call.wait_connected(TIMEOUT)
-            await call.play(tone(660, 5.0, RATE), item_id="answer-1")
-            await poll(lambda: call.progress.played_ms >= 600, what="600 ms played")
-            cleared = await call.clear()
-            cleared_at = time.time()
-            assert cleared.item_id == "answer-1"
-            assert 500 <= cleared.item_played_ms < 5000
-            assert cleared.dropped_ms > 0
-            assert abs(cleared.played_ms + cleared.dropped_ms - 5000) <= 40
-            # The caller stops hearing it (a margin for the packets already on their way).
-            await asyncio.sleep(1.0)
-            assert caller.heard_seconds(after=cleared_at + 0.3) == 0
-            assert caller.heard_seconds() >= 0.4
-            # Nothing was queued any more: a second clear drops nothing.
-            again = await call.clear()
-            assert again.dropped_ms == 0
+async def test_clear_drops_queued_audio_and_reports_the_played_time(answered):
+    async with answered(progress_interval_ms=100) as (caller, call):
+        await call.play(tone(660, 5.0, RATE), item_id="answer-1")
+        await poll(lambda: call.progress.played_ms >= 600, what="600 ms played")
+        cleared = await call.clear()
+        cleared_at = time.time()
+        assert cleared.item_id == "answer-1"
+        assert 500 <= cleared.item_played_ms < 5000
+        assert cleared.dropped_ms > 0
+        assert abs(cleared.played_ms + cleared.dropped_ms - 5000) <= 40
+        # The caller stops hearing it (a margin for the packets already on their way).
+        await asyncio.sleep(1.0)
+        assert caller.heard_seconds(after=cleared_at + 0.3) == 0
+        assert caller.heard_seconds() >= 0.4
+        # Nothing was queued any more: a second clear drops nothing.
+        again = await call.clear()
+        assert again.dropped_ms == 0
 
 
-async def test_hangup_ends_the_call_for_the_caller_and_the_backend(transceiver, caller_factory, token):
-    async with voxgate.Worker(transceiver.grpc_target, token=token,
-                              sample_rate=RATE) as worker:
-        await worker.wait_registered(TIMEOUT)
-        caller = await caller_factory()
-        call = await (await next_call(worker)).accept()
-        await call.wait_connected(TIMEOUT)
+async def test_hangup_ends_the_call_for_the_caller_and_the_backend(answered):
+    async with answered() as (caller, call):
         ended = []
         call.on_ended(lambda c: ended.append(c.end_reason))
         reason = await call.hangup("goodbye")
         assert call.ended.is_set() and reason == call.end_reason
         assert ended == [reason]
-        assert [f async for f in call.audio()] is not None  # audio() ends, it does not hang
+        # audio() ends (in time) rather than waiting for frames that cannot come.
+        await asyncio.wait_for(frames(call, -1), TIMEOUT)
         with pytest.raises(voxgate.CallEndedError, match="has ended"):
             await call.play(b"\0\0" * 320)
         # The caller's session is gone.
         await poll(lambda: caller.pc.connectionState in ("closed", "failed"), what="caller closed")
 
 
-async def test_caller_leaving_ends_the_call_with_the_reason(transceiver, caller_factory, token):
-    async with voxgate.Worker(transceiver.grpc_target, token=token,
-                              sample_rate=RATE) as worker:
-        await worker.wait_registered(TIMEOUT)
-        caller = await caller_factory()
-        async with await next_call(worker) as call:
-            await call.wait_connected(TIMEOUT)
-            assert await caller.delete() == 204
-            await asyncio.wait_for(call.ended.wait(), TIMEOUT)
-            assert call.end_reason == "deleted" and call.error is None
-            with pytest.raises(voxgate.CallEndedError):
-                await call.send("too late")
+async def test_caller_leaving_ends_the_call_with_the_reason(answered):
+    async with answered() as (caller, call):
+        assert await caller.delete() == 204
+        await asyncio.wait_for(call.ended.wait(), TIMEOUT)
+        assert call.end_reason == "deleted" and call.error is None
+        with pytest.raises(voxgate.CallEndedError):
+            await call.send("too late")
 
 
 async def test_tap_listens_without_owning_and_unknown_sessions_are_errors(
-        transceiver, caller_factory, token):
-    async with voxgate.Worker(transceiver.grpc_target, token=token,
-                              sample_rate=RATE) as worker:
-        await worker.wait_registered(TIMEOUT)
-        caller = await caller_factory()
-        async with await next_call(worker) as call:
-            await call.wait_connected(TIMEOUT)
-            caller.say(tone(440, 3.0, 48_000))
-            loud = []
-            async for item in voxgate.tap(transceiver.grpc_target, caller.session_id,
-                                          token=token, sample_rate=RATE):
-                if isinstance(item, voxgate.AudioFrame) and rms(item.pcm) > 1000:
-                    loud.append(item)
-                    if len(loud) == 10:
-                        break
-            assert abs(dominant_hz(b"".join(f.pcm for f in loud), RATE) - 440) < 20
-            assert not call.ended.is_set(), "the tap did not disturb the owner"
+        transceiver, answered, token):
+    async with answered() as (caller, call):
+        caller.say(tone(440, 3.0, 48_000))
+        loud = []
+        async for item in voxgate.tap(transceiver.grpc_target, caller.session_id,
+                                      token=token, sample_rate=RATE):
+            if isinstance(item, voxgate.AudioFrame) and rms(item.pcm) > 1000:
+                loud.append(item)
+                if len(loud) == 10:
+                    break
+        assert abs(dominant_hz(b"".join(f.pcm for f in loud), RATE) - 440) < 20
+        assert not call.ended.is_set(), "the tap did not disturb the owner"
         with pytest.raises(voxgate.UnknownSessionError, match="unknown session"):
             async for _ in voxgate.tap(transceiver.grpc_target, "nosuchsession",
                                        token=token):
