@@ -152,30 +152,29 @@ async def test_declined_call_goes_to_another_worker(transceiver, caller_factory,
             assert len(await asyncio.wait_for(frames(taken, 10), TIMEOUT)) == 10
 
 
-async def test_call_is_dispatched_again_when_its_worker_goes_away(transceiver, caller_factory, token):
-    async with voxgate.Worker(transceiver.grpc_target, token=token, worker_id="b",
-                              sample_rate=RATE) as b:
-        a = voxgate.Worker(transceiver.grpc_target, token=token, worker_id="a",
-                           sample_rate=RATE, capacity=1)
+async def test_call_is_dispatched_again_when_its_worker_goes_away(
+        transceiver, caller_factory, token):
+    a = voxgate.Worker(transceiver.grpc_target, token=token, worker_id="a", sample_rate=RATE)
+    try:
         await a.wait_registered(TIMEOUT)
-        # b is full until a has the call, so the first dispatch goes to a.
-        b.capacity = 1
         caller = await caller_factory()
-        call = None
-        async for c in a.calls():
-            call = await c.accept()
-            break
-        assert call is not None and call.attempt == 1
+        call = await (await next_call(a)).accept()
+        assert call.attempt == 1
         await call.wait_connected(TIMEOUT)
-        await b.wait_registered(TIMEOUT)
-        await a.close()  # the process "dies": its streams drop
-        assert call.ended.is_set() and call.end_reason == "closed"
-        again = await next_call(b)
-        assert again.session_id == caller.session_id and again.attempt == 2
-        async with again:
-            await again.wait_connected(TIMEOUT)
-            caller.say(tone(440, 1.0, 48_000))
-            assert len(await asyncio.wait_for(frames(again, 10), TIMEOUT)) == 10
+        # b registers only now, so the first dispatch could only have gone to a.
+        async with voxgate.Worker(transceiver.grpc_target, token=token, worker_id="b",
+                                  sample_rate=RATE) as b:
+            await b.wait_registered(TIMEOUT)
+            await a.close()  # the process "dies": its streams drop
+            assert call.ended.is_set() and call.end_reason == "closed"
+            again = await next_call(b)
+            assert again.session_id == caller.session_id and again.attempt == 2
+            async with again:
+                await again.wait_connected(TIMEOUT)
+                caller.say(tone(440, 1.0, 48_000))
+                assert len(await asyncio.wait_for(frames(again, 10), TIMEOUT)) == 10
+    finally:
+        await a.close()
 
 
 async def test_clear_drops_queued_audio_and_reports_the_played_time(answered):
