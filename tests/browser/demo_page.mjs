@@ -51,6 +51,7 @@ try {
     const s = await page.evaluate(() => ({
       user: [...document.querySelectorAll('#transcript .user')].map((p) => p.textContent),
       agent: [...document.querySelectorAll('#transcript .agent')].map((p) => p.textContent),
+      notes: [...document.querySelectorAll('#transcript .note')].map((p) => p.textContent),
       latency: document.getElementById('latency').textContent,
       status: document.getElementById('status').textContent,
       levelIn: parseFloat(document.getElementById('level-in').style.width) || 0,
@@ -58,7 +59,7 @@ try {
     }));
     maxIn = Math.max(maxIn, s.levelIn);
     maxOut = Math.max(maxOut, s.levelOut);
-    Object.assign(result, { user: s.user, agent: s.agent, latency: s.latency, status: s.status, maxIn, maxOut });
+    Object.assign(result, { user: s.user, agent: s.agent, notes: s.notes, latency: s.latency, status: s.status, maxIn, maxOut });
     if (s.user.length && s.agent.length && /\d+ ms/.test(s.latency) && maxOut > 0) break;
     if (Date.now() > deadline) throw new Error(`timed out: ${JSON.stringify(s)}`);
     await page.waitForTimeout(20);

@@ -106,3 +106,9 @@ async def test_demo_page_shows_the_conversation_levels_and_latency(stack, tmp_pa
     assert "book a table for two" in words(result["user"][0]), result
     assert result["agent"][0] == "Sure, I booked a table for 2. See you tonight.", result
     assert result["maxIn"] > 0 and result["maxOut"] > 0, result
+    # The page's own voice-to-voice time (its clock, its level meters) covers at least what
+    # the agent reported spending (end of turn + ASR + first speech), and not much more.
+    latency = int(re.match(r"(\d+) ms", result["latency"]).group(1))
+    agent_ms = sum(int(x) for note in result["notes"] if note.startswith("agent:")
+                   for x in re.findall(r"(\d+) ms", note))
+    assert agent_ms > 0 and agent_ms - 300 <= latency <= agent_ms + 1500, result
