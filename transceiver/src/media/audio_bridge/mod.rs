@@ -219,21 +219,13 @@ impl AudioBridge {
             &self.session_id,
             metadata,
         ));
-        if self.connected {
-            self.send_owner(event(
-                session_event::Kind::Connected,
-                "",
-                &self.session_id,
-                &Default::default(),
-            ));
-        }
-        if self.channel_open {
-            self.send_owner(event(
-                session_event::Kind::DataChannelOpen,
-                "",
-                &self.session_id,
-                &Default::default(),
-            ));
+        // What happened before this owner attached, in the order it happened.
+        let past = [
+            (self.connected, session_event::Kind::Connected),
+            (self.channel_open, session_event::Kind::DataChannelOpen),
+        ];
+        for (_, kind) in past.into_iter().filter(|(happened, _)| *happened) {
+            self.send_owner(event(kind, "", &self.session_id, &Default::default()));
         }
         // Tick from now on, even before media flows, so backend messages (and a backend that
         // went away) are noticed within a frame.
