@@ -1,6 +1,6 @@
-//! The Python example backend (`scripts/recorder_backend.py`, grpcio with stubs generated from
-//! proto/grpc/voxgate.proto) records a real caller's audio to a WAV that matches what was sent:
-//! proof the bridge API is usable outside Rust.
+//! The Python example backend (`examples/recorder/recorder.py`, on the voxgate SDK of
+//! sdk/python, whose stubs are generated from proto/grpc/voxgate.proto) records a real caller's
+//! audio to a WAV that matches what was sent: proof the bridge API is usable outside Rust.
 
 mod support;
 
@@ -43,7 +43,7 @@ fn python_recorder_writes_a_wav_matching_the_callers_tone() {
     std::fs::create_dir_all(&out_dir).unwrap();
     let grpc = server.grpc_url.trim_start_matches("http://").to_string();
     let mut recorder = Command::new(&python)
-        .arg(repo_root().join("scripts/recorder_backend.py"))
+        .arg(repo_root().join("examples/recorder/recorder.py"))
         .args([
             "--target",
             &grpc,

@@ -11,3 +11,4 @@ pub mod peers;
 pub mod relay;
 pub mod setup;
 pub mod via_relay;
+pub mod voice;

@@ -49,7 +49,13 @@ pub struct SuiteArgs {
     /// The command line to print in the report.
     #[arg(long, default_value = "scripts/bench")]
     pub command: String,
-    /// Scenarios to skip: relay, cost, setup, media, memory, peers, via-relay, perf.
+    /// The Python of the voice-to-voice scenario (the venv scripts/setup makes).
+    #[arg(long, env = "VOXGATE_BENCH_PYTHON", default_value = ".venv/bin/python")]
+    pub python: PathBuf,
+    /// The folder holding the Python test harness (`voxgate_harness`).
+    #[arg(long, env = "VOXGATE_BENCH_PYTHON_TESTS", default_value = "tests")]
+    pub python_tests: PathBuf,
+    /// Scenarios to skip: relay, cost, setup, media, memory, peers, via-relay, voice, perf.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
 }

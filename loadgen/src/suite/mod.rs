@@ -34,6 +34,7 @@ use crate::scenarios::micro::{self, MicroBench};
 use crate::scenarios::peers::{self, PeersSection};
 use crate::scenarios::relay::{self, RelaySection};
 use crate::scenarios::setup::{self, SetupPoint};
+use crate::scenarios::voice::{self, VoiceSection};
 use crate::scenarios::{media, memory, via_relay};
 use crate::session_load::LoadResult;
 
@@ -64,6 +65,7 @@ pub struct SuiteResults {
     pub via_relay: Vec<LoadResult>,
     pub via_relay_skipped: Option<String>,
     pub micro: Vec<MicroBench>,
+    pub voice: VoiceSection,
     pub profiles: Vec<ServerProfile>,
     /// Cores of the server under test and of the load generator (none: not split).
     pub cpu_split: Option<CpuSplit>,
@@ -136,6 +138,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: Some(|s| via_relay::run(s, |r| (&mut r.via_relay, &mut r.via_relay_skipped))),
         targets: |_, _| {},
         section: |md, r| via_relay::section(md, &r.via_relay, r.via_relay_skipped.as_ref()),
+    },
+    Scenario {
+        name: "voice",
+        run: Some(|s| voice::run(s, |r| &mut r.voice)),
+        targets: |md, r| voice::targets(md, &r.voice),
+        section: |md, r| voice::section(md, &r.voice),
     },
     Scenario {
         name: "micro",

@@ -25,6 +25,9 @@ pub struct Plan {
     pub modes: Vec<String>,
     /// Run the latency comparison of the relay against the direct path and the forwarder.
     pub relay_latency_baselines: bool,
+    /// Turns of the voice-to-voice scenario (0: not run; it loads speech models).
+    #[serde(default)]
+    pub voice_turns: usize,
 }
 
 impl Plan {
@@ -46,6 +49,7 @@ impl Plan {
                 perf_secs: 0.0,
                 modes: vec!["pcm".into()],
                 relay_latency_baselines: false,
+                voice_turns: 0,
             },
             Profile::Quick => Plan {
                 reps: 1,
@@ -63,6 +67,7 @@ impl Plan {
                 perf_secs: 4.0,
                 modes: vec!["pcm".into(), "passthrough".into()],
                 relay_latency_baselines: true,
+                voice_turns: 3,
             },
             Profile::Full => Plan {
                 reps: 3,
@@ -82,6 +87,7 @@ impl Plan {
                 perf_secs: 10.0,
                 modes: vec!["pcm".into(), "passthrough".into()],
                 relay_latency_baselines: true,
+                voice_turns: 5,
             },
         }
     }

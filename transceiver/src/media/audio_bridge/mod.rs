@@ -111,6 +111,8 @@ pub struct AudioBridge {
     out_rtp_ts: u32,
     next_tick: Option<Instant>,
     connected: bool,
+    /// The caller's data channel is open (replayed to an owner that attaches later).
+    channel_open: bool,
     counters: BridgeCounters,
     /// Hand-off latencies since the loop last took them.
     handoff: HandoffHistogram,
@@ -143,6 +145,7 @@ impl AudioBridge {
             out_rtp_ts: rand::random(),
             next_tick: None,
             connected: false,
+            channel_open: false,
             counters: BridgeCounters::default(),
             handoff: HandoffHistogram::default(),
             clock: WallClock::new(),
@@ -234,13 +237,13 @@ impl AudioBridge {
             &self.session_id,
             metadata,
         ));
-        if self.connected {
-            self.send_owner(event(
-                session_event::Kind::Connected,
-                "",
-                &self.session_id,
-                &Default::default(),
-            ));
+        // What happened before this owner attached, in the order it happened.
+        let past = [
+            (self.connected, session_event::Kind::Connected),
+            (self.channel_open, session_event::Kind::DataChannelOpen),
+        ];
+        for (_, kind) in past.into_iter().filter(|(happened, _)| *happened) {
+            self.send_owner(event(kind, "", &self.session_id, &Default::default()));
         }
         // Tick from now on, even before media flows, so backend messages (and a backend that
         // went away) are noticed within a frame.
@@ -300,6 +303,7 @@ impl AudioBridge {
     }
 
     pub fn on_channel_open(&mut self) {
+        self.channel_open = true;
         let ev = event(
             session_event::Kind::DataChannelOpen,
             "",

@@ -1,0 +1,27 @@
+"""voxgate: write voice-AI backends in Python against a voxgate transceiver.
+
+The transceiver terminates WebRTC at the edge and hands each call to a backend over gRPC
+(proto/grpc/voxgate.proto). This package is that backend's side: a `Worker` subscribes to one
+or more transceivers and yields `Call`s; a call gives the caller's 20 ms PCM frames and takes
+PCM to play, `clear()` for barge-in, data-channel messages and `hangup()`. `tap()` listens to a
+call without owning it. Everything is asyncio (grpc.aio); audio is plain `bytes`.
+"""
+
+from voxgate.call import Call
+from voxgate.errors import (
+    AuthError,
+    CallEndedError,
+    SessionOwnedError,
+    TransceiverGoneError,
+    UnknownSessionError,
+    VoxgateError,
+)
+from voxgate.tap import tap
+from voxgate.types import AudioFrame, Cleared, Event, Message, OpusFrame, Progress
+from voxgate.worker import OPUS_PASSTHROUGH, PCM, Worker
+
+__all__ = [
+    "AudioFrame", "AuthError", "Call", "CallEndedError", "Cleared", "Event", "Message",
+    "OPUS_PASSTHROUGH", "OpusFrame", "PCM", "Progress", "SessionOwnedError",
+    "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
+]

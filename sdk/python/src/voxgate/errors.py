@@ -1,0 +1,46 @@
+"""The SDK's exceptions: each says what went wrong and what to do about it."""
+
+from __future__ import annotations
+
+import grpc
+
+
+class VoxgateError(Exception):
+    """Base of every error the SDK raises."""
+
+
+class AuthError(VoxgateError):
+    """The transceiver refused the bearer token (gRPC UNAUTHENTICATED). Not retried."""
+
+
+class UnknownSessionError(VoxgateError):
+    """The session does not exist (any more) on that transceiver (gRPC NOT_FOUND)."""
+
+
+class SessionOwnedError(VoxgateError):
+    """Another backend already owns the session (gRPC FAILED_PRECONDITION); use a Tap to listen."""
+
+
+class TransceiverGoneError(VoxgateError):
+    """The transceiver stopped answering or closed the stream (gRPC UNAVAILABLE, broken stream)."""
+
+
+class CallEndedError(VoxgateError):
+    """The call is over: nothing can be played or sent any more."""
+
+
+def from_rpc_error(e: grpc.RpcError, what: str) -> VoxgateError:
+    """Maps a gRPC failure of `what` (e.g. "attach to session abc") to the SDK's exception."""
+    code = e.code() if hasattr(e, "code") else None
+    details = e.details() if hasattr(e, "details") else str(e)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return AuthError(f"{what}: the transceiver refused the token ({details}); check --grpc-token")
+    if code == grpc.StatusCode.NOT_FOUND:
+        return UnknownSessionError(f"{what}: unknown session ({details})")
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return SessionOwnedError(f"{what}: {details}")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN,
+                grpc.StatusCode.INTERNAL, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return TransceiverGoneError(f"{what}: transceiver gone ({code.name}: {details})")
+    name = code.name if code is not None else "?"
+    return VoxgateError(f"{what}: {name}: {details}")

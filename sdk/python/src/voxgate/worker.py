@@ -1,0 +1,251 @@
+"""A backend worker: subscribes to transceivers and hands out the calls they dispatch.
+
+One `Work` stream per transceiver, each kept up by its own task: `Register` first (id and
+capacity), then `Load` whenever the worker's number of calls changes (reported to every
+transceiver, so each sees the worker's whole load), `Reject` for a declined call. A stream that
+breaks is reopened with exponential backoff (0.25 s doubling to 5 s, reset after 10 healthy
+seconds); a refused token is not retried but raised from `calls()` and `wait_registered()`.
+Dispatches from every transceiver meet in one queue that `calls()` drains.
+
+    async with Worker("127.0.0.1:50051", token=..., capacity=8) as worker:
+        async for call in worker.calls():
+            asyncio.create_task(serve(call))     # serve: `async with call: ...`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Sequence
+
+import grpc
+
+from voxgate._proto import voxgate_pb2 as pb
+from voxgate._proto import voxgate_pb2_grpc as pb_grpc
+from voxgate.call import Call
+from voxgate.errors import AuthError, VoxgateError, from_rpc_error
+
+log = logging.getLogger("voxgate.worker")
+
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.25, 5.0
+# A Work stream that lived this long was healthy: the next reconnect starts from scratch.
+HEALTHY_S = 10.0
+
+PCM = pb.AUDIO_MODE_PCM
+OPUS_PASSTHROUGH = pb.AUDIO_MODE_OPUS_PASSTHROUGH
+
+
+def normalize_target(target: str) -> str:
+    """`http://host:port` (as the transceiver prints it) or `host:port` -> `host:port`."""
+    return target.split("://", 1)[-1].rstrip("/")
+
+
+class _Link:
+    """The Work stream to one transceiver."""
+
+    def __init__(self, target: str, channel: grpc.aio.Channel) -> None:
+        self.target = target
+        self.channel = channel
+        self.stub = pb_grpc.BridgeStub(channel)
+        self.stream: grpc.aio.StreamStreamCall | None = None
+        self.registered = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+
+class Worker:
+    """Subscribes to one or more transceivers as a worker (see the module doc)."""
+
+    def __init__(
+        self,
+        targets: str | Sequence[str],
+        *,
+        token: str | None = None,
+        capacity: int = 1,
+        worker_id: str | None = None,
+        sample_rate: int = 16000,
+        mode: int = PCM,
+        progress_interval_ms: int = 0,
+    ) -> None:
+        if isinstance(targets, str):
+            targets = [targets]
+        if not targets:
+            raise ValueError("Worker needs at least one transceiver address")
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        if sample_rate not in (16000, 24000, 48000):
+            raise ValueError("sample_rate must be 16000, 24000 or 48000")
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.capacity = capacity
+        self.sample_rate = sample_rate
+        self.mode = mode
+        self.progress_interval_ms = progress_interval_ms
+        self._auth: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ())
+        self._targets = [normalize_target(t) for t in targets]
+        self._links: list[_Link] = []
+        self._calls: asyncio.Queue[Call | VoxgateError | None] = asyncio.Queue()
+        self._active: set[Call] = set()
+        self._fatal: VoxgateError | None = None
+        self._closed = False
+
+    @property
+    def active(self) -> int:
+        """Calls this worker holds (pending or attached)."""
+        return len(self._active)
+
+    async def __aenter__(self) -> Worker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Opens the Work streams (returns at once; see `wait_registered`)."""
+        if self._links:
+            return
+        for target in self._targets:
+            link = _Link(target, grpc.aio.insecure_channel(target))
+            link.task = asyncio.create_task(self._work_loop(link), name=f"voxgate-work-{target}")
+            self._links.append(link)
+
+    async def wait_registered(self, timeout: float | None = None) -> None:
+        """Waits until every transceiver has accepted the registration. Raises `AuthError` on a
+        refused token, `TimeoutError` when one has not answered in time."""
+        await self.start()
+
+        async def all_registered() -> None:
+            for link in self._links:
+                while not link.registered.is_set():
+                    if self._fatal is not None:
+                        raise self._fatal
+                    try:
+                        await asyncio.wait_for(link.registered.wait(), 0.05)
+                    except asyncio.TimeoutError:
+                        pass
+
+        try:
+            await asyncio.wait_for(all_registered(), timeout)
+        except asyncio.TimeoutError:
+            missing = [lk.target for lk in self._links if not lk.registered.is_set()]
+            raise TimeoutError(f"worker {self.worker_id}: no registration at {missing} "
+                               f"within {timeout} s") from None
+
+    async def calls(self) -> AsyncIterator[Call]:
+        """The calls dispatched to this worker, as they come, until `close()`. Each must be
+        accepted (`await call.accept()` or `async with call:`) or declined promptly."""
+        await self.start()
+        while True:
+            item = await self._calls.get()
+            if item is None:
+                self._calls.put_nowait(None)
+                return
+            if isinstance(item, VoxgateError):
+                self._calls.put_nowait(item)
+                raise item
+            yield item
+
+    async def close(self) -> None:
+        """Drops every call stream (the transceivers re-dispatch them), then the Work streams."""
+        if self._closed:
+            return
+        self._closed = True
+        for call in list(self._active):
+            await call.close()
+        for link in self._links:
+            if link.task is not None:
+                link.task.cancel()
+        for link in self._links:
+            if link.task is not None:
+                try:
+                    await link.task
+                except (asyncio.CancelledError, Exception):
+                    pass
+            await link.channel.close()
+        self._calls.put_nowait(None)
+
+    # ---- Work streams -----------------------------------------------------------------------
+
+    async def _work_loop(self, link: _Link) -> None:
+        backoff = BACKOFF_MIN_S
+        while not self._closed:
+            started = time.monotonic()
+            link.stream = link.stub.Work(metadata=self._auth)
+            try:
+                await link.stream.write(pb.WorkerMessage(register=pb.Register(
+                    worker_id=self.worker_id, capacity=self.capacity)))
+                if self._active:
+                    await link.stream.write(pb.WorkerMessage(load=pb.Load(active=self.active)))
+                # The transceiver answers with headers once the registration is in.
+                await link.stream.initial_metadata()
+                if not link.stream.done():
+                    link.registered.set()
+                    log.info("worker %s registered at %s (capacity %d)", self.worker_id,
+                             link.target, self.capacity)
+                async for command in link.stream:
+                    if command.WhichOneof("kind") == "dispatch":
+                        await self._on_dispatch(link, command.dispatch)
+                if not self._closed:
+                    log.warning("worker stream to %s closed by the transceiver", link.target)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e, f"worker {self.worker_id} at {link.target}")
+                if isinstance(err, AuthError):
+                    self._fatal = err
+                    log.error("%s", err)
+                    self._calls.put_nowait(err)
+                    return
+                if not self._closed:
+                    log.warning("%s (retry in %.2f s)", err, backoff)
+            except asyncio.CancelledError:
+                link.stream.cancel()
+                raise
+            finally:
+                link.registered.clear()
+            if time.monotonic() - started >= HEALTHY_S:
+                backoff = BACKOFF_MIN_S
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _on_dispatch(self, link: _Link, dispatch: pb.Dispatch) -> None:
+        if len(self._active) >= self.capacity or self._closed:
+            log.info("%s: at capacity (%d), rejecting", dispatch.session_id, self.capacity)
+            await self._send(link, pb.WorkerMessage(reject=pb.Reject(
+                session_id=dispatch.session_id, reason="at_capacity")))
+            return
+
+        def reject(session_id: str, reason: str) -> None:
+            asyncio.ensure_future(self._send(link, pb.WorkerMessage(reject=pb.Reject(
+                session_id=session_id, reason=reason))))
+
+        call = Call(
+            session_id=dispatch.session_id, metadata=dispatch.metadata,
+            attempt=dispatch.attempt, worker_id=self.worker_id, target=link.target,
+            stub=link.stub, auth=self._auth, sample_rate=self.sample_rate, mode=self.mode,
+            progress_interval_ms=self.progress_interval_ms, reject=reject,
+            on_done=self._call_done)
+        self._active.add(call)
+        log.info("dispatched %s (attempt %d) from %s", call.session_id, call.attempt, link.target)
+        await self._report_load()
+        self._calls.put_nowait(call)
+
+    def _call_done(self, call: Call) -> None:
+        self._active.discard(call)
+        if not self._closed:
+            asyncio.ensure_future(self._report_load())
+
+    async def _report_load(self) -> None:
+        msg = pb.WorkerMessage(load=pb.Load(active=len(self._active)))
+        for link in self._links:
+            await self._send(link, msg)
+
+    async def _send(self, link: _Link, msg: pb.WorkerMessage) -> None:
+        stream = link.stream
+        if stream is None or stream.done():
+            return  # the reconnect re-registers and reports the load
+        try:
+            await stream.write(msg)
+        except (grpc.RpcError, asyncio.InvalidStateError) as e:
+            log.debug("worker stream to %s: write failed: %s", link.target, e)

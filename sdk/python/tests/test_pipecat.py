@@ -1,0 +1,111 @@
+"""voxgate.pipecat with a minimal Pipecat pipeline, a real transceiver and a real caller:
+audio and data-channel messages both ways, and an interruption that clears the reply."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+pytest.importorskip("pipecat", reason="the [pipecat] extra is not installed")
+
+from pipecat.frames.frames import (  # noqa: E402
+    Frame,
+    InputAudioRawFrame,
+    InputTransportMessageFrame,
+    InterruptionFrame,
+    OutputAudioRawFrame,
+    OutputTransportMessageFrame,
+    TTSStartedFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
+from pipecat.workers.runner import WorkerRunner  # noqa: E402
+from voxgate_harness.audio import dominant_hz, rms, tone  # noqa: E402
+
+import voxgate  # noqa: E402
+from voxgate.pipecat import PlaybackClearedFrame, VoxgateTransport, serve  # noqa: E402
+
+RATE = 16_000
+TIMEOUT = 30.0
+
+
+class EchoBot(FrameProcessor):
+    """Echoes the caller's speech; on {"do": "speak"} plays 4 s of 880 Hz as one TTS response,
+    on {"do": "interrupt"} interrupts it; reports the Cleared answer back as a message."""
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, InputAudioRawFrame):
+            if rms(frame.audio) > 500:  # the caller's speech, not the silence between
+                await self.push_frame(OutputAudioRawFrame(frame.audio, frame.sample_rate, 1))
+        elif isinstance(frame, InputTransportMessageFrame):
+            msg = frame.message
+            if msg == {"do": "speak"}:
+                await self.push_frame(TTSStartedFrame())
+                pcm = tone(880, 4.0, RATE)
+                for i in range(0, len(pcm), 640):
+                    await self.push_frame(OutputAudioRawFrame(pcm[i:i + 640], RATE, 1))
+            elif msg == {"do": "interrupt"}:
+                await self.push_frame(InterruptionFrame())
+            else:
+                await self.push_frame(OutputTransportMessageFrame(message={"echo": msg}))
+        elif isinstance(frame, PlaybackClearedFrame):
+            await self.push_frame(OutputTransportMessageFrame(message={
+                "cleared": frame.item_id, "heard_ms": frame.item_played_ms}))
+        else:
+            await self.push_frame(frame, direction)
+
+
+async def test_minimal_pipeline_echoes_audio_and_messages_and_clears_on_interruption(
+        transceiver, caller_factory, token):
+    async def bot(transport: VoxgateTransport) -> None:
+        pipeline = Pipeline([transport.input(), EchoBot(), transport.output()])
+        task = PipelineWorker(pipeline, params=PipelineParams(
+            audio_in_sample_rate=RATE, audio_out_sample_rate=RATE))
+
+        @transport.event_handler("on_client_disconnected")
+        async def _gone(transport, call):
+            await task.cancel()
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(task)
+        await runner.run()
+
+    async with voxgate.Worker(transceiver.grpc_target, token=token, capacity=2,
+                              sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        server = asyncio.create_task(serve(worker, bot))
+        try:
+            caller = await caller_factory()
+            await asyncio.wait_for(caller.dc_open.wait(), TIMEOUT)
+            # Audio: the caller's 440 Hz comes back through the pipeline.
+            said = time.time()
+            caller.say(tone(440, 2.0, 48_000))
+            await caller.wait_heard(said, TIMEOUT)
+            await asyncio.sleep(1.0)
+            echoed = [h for h in caller.heard if h.at > said and h.rms > 1000]
+            assert len(echoed) >= 20
+            assert abs(dominant_hz(bytes(caller.heard_pcm[-48_000 // 2 * 2:]), 48_000) - 440) < 20
+
+            # Messages: JSON in, JSON out.
+            caller.dc.send('{"hello": "pipecat"}')
+            reply = await caller.wait_message(lambda m: "echo" in m, TIMEOUT)
+            assert reply == {"echo": {"hello": "pipecat"}}
+
+            # A 4 s response, interrupted after about a second: the transceiver drops the rest
+            # and the pipeline learns how much of the item the caller heard.
+            caller.dc.send('{"do": "speak"}')
+            started = await caller.wait_heard(time.time(), TIMEOUT)
+            await asyncio.sleep(max(0.0, started + 1.0 - time.time()))
+            caller.dc.send('{"do": "interrupt"}')
+            cleared = await caller.wait_message(lambda m: "cleared" in m, TIMEOUT)
+            assert cleared["cleared"] == "item-1"
+            assert 500 <= cleared["heard_ms"] <= 3000, cleared
+            stop = time.time()
+            await asyncio.sleep(1.0)
+            assert caller.heard_seconds(after=stop + 0.3) == 0, "the reply kept playing"
+        finally:
+            server.cancel()

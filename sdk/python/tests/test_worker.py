@@ -1,0 +1,282 @@
+"""The SDK against a real transceiver and real WebRTC callers: dispatch, decline, re-dispatch,
+clear, hangup, tap, a wrong token, reconnect, and the transceiver vanishing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+
+import pytest
+from voxgate_harness.audio import dominant_hz, rms, tone
+from voxgate_harness.transceiver import Transceiver, free_tcp_port
+
+import voxgate
+
+RATE = 16_000
+TIMEOUT = 20.0
+
+
+async def next_call(worker: voxgate.Worker, timeout: float = TIMEOUT) -> voxgate.Call:
+    calls = worker.calls()
+    try:
+        return await asyncio.wait_for(anext(calls), timeout)
+    finally:
+        await calls.aclose()
+
+
+async def frames(call: voxgate.Call, n: int) -> list[voxgate.AudioFrame]:
+    got = []
+    async for f in call.audio():
+        got.append(f)
+        if len(got) == n:
+            break
+    return got
+
+
+@pytest.fixture
+def answered(transceiver, caller_factory, token):
+    """`async with answered(**worker_options) as (caller, call)`: one worker, one caller, the
+    call accepted and its media flowing."""
+
+    @contextlib.asynccontextmanager
+    async def answer(**options):
+        async with voxgate.Worker(transceiver.grpc_target, token=token, sample_rate=RATE,
+                                  **options) as worker:
+            await worker.wait_registered(TIMEOUT)
+            caller = await caller_factory()
+            async with await next_call(worker) as call:
+                await call.wait_connected(TIMEOUT)
+                yield caller, call
+
+    return answer
+
+
+async def poll(cond, timeout: float = TIMEOUT, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_dispatched_call_carries_audio_messages_and_progress_both_ways(
+        transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token, capacity=2,
+                              worker_id="w1", sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        caller = await caller_factory(model="small")
+        call = await next_call(worker)
+        assert call.metadata.get("model") == "small"
+        assert call.attempt == 1
+        assert call.session_id == caller.session_id
+        async with call:
+            await call.wait_connected(TIMEOUT)
+            # Uplink: the caller's 440 Hz comes through as contiguous 20 ms frames at 16 kHz.
+            caller.say(tone(440, 1.5, 48_000))
+            got = []
+            async for f in call.audio():
+                if rms(f.pcm) > 1000:
+                    got.append(f)
+                if len(got) == 40:
+                    break
+            assert all(len(f.pcm) == RATE // 50 * 2 for f in got)
+            assert all(f.sample_rate_hz == RATE for f in got)
+            seqs = [f.sequence for f in got]
+            assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "no gaps"
+            assert abs(dominant_hz(b"".join(f.pcm for f in got), RATE) - 440) < 15
+            assert all(f.received_unix_micros >= f.arrival_unix_micros > 0 for f in got)
+
+            # Downlink: played audio reaches the caller, and progress counts it.
+            await call.play(tone(880, 1.0, RATE), item_id="r1")
+            await caller.wait_heard(0, TIMEOUT)
+            await poll(lambda: call.progress.item_id == "r1" and call.progress.played_ms >= 500,
+                       what="progress of r1")
+
+            # Data channel both ways.
+            await asyncio.wait_for(caller.dc_open.wait(), TIMEOUT)
+            await asyncio.wait_for(call.data_channel_open.wait(), TIMEOUT)
+            caller.dc.send(json.dumps({"type": "hello", "n": 1}))
+            msg = await asyncio.wait_for(anext(call.messages()), TIMEOUT)
+            assert msg.label == "oai-events" and json.loads(msg.text) == {"type": "hello", "n": 1}
+            await call.send(json.dumps({"type": "reply", "text": "hi"}))
+            assert (await caller.wait_message(lambda m: m.get("type") == "reply", TIMEOUT)) == {
+                "type": "reply", "text": "hi"}
+
+        # Leaving `async with call` dropped the stream: the worker is free again.
+        await poll(lambda: worker.active == 0, what="the call to be released")
+
+
+async def test_a_call_attached_late_still_learns_the_data_channel_is_open(
+        transceiver, caller_factory, token):
+    async with voxgate.Worker(transceiver.grpc_target, token=token,
+                              sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        caller = await caller_factory()
+        pending = await next_call(worker)
+        await asyncio.wait_for(caller.dc_open.wait(), TIMEOUT)  # open before the attach
+        async with pending as call:
+            await asyncio.wait_for(call.data_channel_open.wait(), TIMEOUT)
+            await call.send("late but heard")
+            deadline = time.monotonic() + TIMEOUT
+            while "late but heard" not in caller.messages and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert "late but heard" in caller.messages
+
+
+async def test_declined_call_goes_to_another_worker(transceiver, caller_factory, token):
+    async with (voxgate.Worker(transceiver.grpc_target, token=token, worker_id="a",
+                               sample_rate=RATE) as a,
+                voxgate.Worker(transceiver.grpc_target, token=token, worker_id="b",
+                               sample_rate=RATE) as b):
+        await a.wait_registered(TIMEOUT)
+        await b.wait_registered(TIMEOUT)
+        caller = await caller_factory()
+        first = asyncio.ensure_future(next_call(a))
+        second = asyncio.ensure_future(next_call(b))
+        done, _ = await asyncio.wait({first, second}, timeout=TIMEOUT,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        assert done, "nobody got the call"
+        winner = done.pop()
+        declined = winner.result()
+        other = second if winner is first else first
+        assert declined.attempt == 1
+        await declined.decline("busy in this test")
+        taken = await asyncio.wait_for(other, TIMEOUT)
+        assert taken.session_id == caller.session_id == declined.session_id
+        assert taken.attempt == 2
+        async with taken:
+            await taken.wait_connected(TIMEOUT)
+            caller.say(tone(440, 1.0, 48_000))
+            assert len(await asyncio.wait_for(frames(taken, 10), TIMEOUT)) == 10
+
+
+async def test_call_is_dispatched_again_when_its_worker_goes_away(
+        transceiver, caller_factory, token):
+    a = voxgate.Worker(transceiver.grpc_target, token=token, worker_id="a", sample_rate=RATE)
+    try:
+        await a.wait_registered(TIMEOUT)
+        caller = await caller_factory()
+        call = await (await next_call(a)).accept()
+        assert call.attempt == 1
+        await call.wait_connected(TIMEOUT)
+        # b registers only now, so the first dispatch could only have gone to a.
+        async with voxgate.Worker(transceiver.grpc_target, token=token, worker_id="b",
+                                  sample_rate=RATE) as b:
+            await b.wait_registered(TIMEOUT)
+            await a.close()  # the process "dies": its streams drop
+            assert call.ended.is_set() and call.end_reason == "closed"
+            again = await next_call(b)
+            assert again.session_id == caller.session_id and again.attempt == 2
+            async with again:
+                await again.wait_connected(TIMEOUT)
+                caller.say(tone(440, 1.0, 48_000))
+                assert len(await asyncio.wait_for(frames(again, 10), TIMEOUT)) == 10
+    finally:
+        await a.close()
+
+
+async def test_clear_drops_queued_audio_and_reports_the_played_time(answered):
+    async with answered(progress_interval_ms=100) as (caller, call):
+        await call.play(tone(660, 5.0, RATE), item_id="answer-1")
+        await poll(lambda: call.progress.played_ms >= 600, what="600 ms played")
+        cleared = await call.clear()
+        cleared_at = time.time()
+        assert cleared.item_id == "answer-1"
+        assert 500 <= cleared.item_played_ms < 5000
+        assert cleared.dropped_ms > 0
+        assert abs(cleared.played_ms + cleared.dropped_ms - 5000) <= 40
+        # The caller stops hearing it (a margin for the packets already on their way).
+        await asyncio.sleep(1.0)
+        assert caller.heard_seconds(after=cleared_at + 0.3) == 0
+        assert caller.heard_seconds() >= 0.4
+        # Nothing was queued any more: a second clear drops nothing.
+        again = await call.clear()
+        assert again.dropped_ms == 0
+
+
+async def test_hangup_ends_the_call_for_the_caller_and_the_backend(answered):
+    async with answered() as (caller, call):
+        ended = []
+        call.on_ended(lambda c: ended.append(c.end_reason))
+        reason = await call.hangup("goodbye")
+        assert call.ended.is_set() and reason == call.end_reason
+        assert ended == [reason]
+        # audio() ends (in time) rather than waiting for frames that cannot come.
+        await asyncio.wait_for(frames(call, -1), TIMEOUT)
+        with pytest.raises(voxgate.CallEndedError, match="has ended"):
+            await call.play(b"\0\0" * 320)
+        # The caller's session is gone.
+        await poll(lambda: caller.pc.connectionState in ("closed", "failed"), what="caller closed")
+
+
+async def test_caller_leaving_ends_the_call_with_the_reason(answered):
+    async with answered() as (caller, call):
+        assert await caller.delete() == 204
+        await asyncio.wait_for(call.ended.wait(), TIMEOUT)
+        assert call.end_reason == "deleted" and call.error is None
+        with pytest.raises(voxgate.CallEndedError):
+            await call.send("too late")
+
+
+async def test_tap_listens_without_owning_and_unknown_sessions_are_errors(
+        transceiver, answered, token):
+    async with answered() as (caller, call):
+        caller.say(tone(440, 3.0, 48_000))
+        loud = []
+        async for item in voxgate.tap(transceiver.grpc_target, caller.session_id,
+                                      token=token, sample_rate=RATE):
+            if isinstance(item, voxgate.AudioFrame) and rms(item.pcm) > 1000:
+                loud.append(item)
+                if len(loud) == 10:
+                    break
+        assert abs(dominant_hz(b"".join(f.pcm for f in loud), RATE) - 440) < 20
+        assert not call.ended.is_set(), "the tap did not disturb the owner"
+        with pytest.raises(voxgate.UnknownSessionError, match="unknown session"):
+            async for _ in voxgate.tap(transceiver.grpc_target, "nosuchsession",
+                                       token=token):
+                pass
+
+
+async def test_wrong_token_is_an_auth_error_that_names_no_secret(transceiver, token):
+    worker = voxgate.Worker(transceiver.grpc_target, token="not-the-token", worker_id="bad")
+    try:
+        with pytest.raises(voxgate.AuthError, match="refused the token") as e:
+            await worker.wait_registered(TIMEOUT)
+        assert "not-the-token" not in str(e.value) and token not in str(e.value)
+        with pytest.raises(voxgate.AuthError):
+            async for _ in worker.calls():
+                pass
+    finally:
+        await worker.close()
+    with pytest.raises(voxgate.AuthError):
+        async for _ in voxgate.tap(transceiver.grpc_target, "x", token=None):
+            pass
+
+
+async def test_worker_reconnects_with_backoff_and_calls_see_the_transceiver_vanish(tmp_path, token):
+    port = free_tcp_port()
+    worker = voxgate.Worker(f"http://127.0.0.1:{port}", token=token, sample_rate=RATE)
+    try:
+        await worker.start()
+        await asyncio.sleep(0.6)  # a few refused connections: the worker keeps trying
+        with Transceiver("--grpc-token", token, log_dir=tmp_path, grpc_port=port) as t:
+            await worker.wait_registered(TIMEOUT)
+            from voxgate_harness.caller import Caller
+
+            caller = await Caller(t.signal_url).connect()
+            try:
+                call = await (await next_call(worker)).accept()
+                await call.wait_connected(TIMEOUT)
+                t.kill()
+                with pytest.raises(voxgate.TransceiverGoneError, match="transceiver"):
+                    async for _ in call.audio():
+                        pass
+                assert call.ended.is_set() and call.end_reason == "error"
+                with pytest.raises(voxgate.TransceiverGoneError):
+                    await call.play(b"\0\0" * 320)
+            finally:
+                await caller.close()
+    finally:
+        await worker.close()
