@@ -94,7 +94,10 @@ fn free_udp_port() -> u16 {
 }
 
 /// The `transceiver` binary next to `echo-bot`, brought up to date by cargo once per test
-/// process (a no-op after a workspace build), so the test never runs a stale transceiver.
+/// process, so the test never runs a stale transceiver. It is the very build `scripts/test`
+/// runs first (`cargo build --workspace --bins`), hence a no-op there; building only this
+/// package would unify features differently and recompile half the dependency tree inside the
+/// test's time limit.
 fn transceiver_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
@@ -102,15 +105,8 @@ fn transceiver_bin() -> PathBuf {
             let bot = Path::new(env!("CARGO_BIN_EXE_echo-bot"));
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "-q",
-                "-p",
-                "voxgate-transceiver",
-                "--bin",
-                "transceiver",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+            cmd.args(["build", "-q", "--workspace", "--bins"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
             if bot.parent().and_then(Path::file_name) == Some("release".as_ref()) {
                 cmd.arg("--release");
             }
