@@ -80,6 +80,8 @@ fn run(config: Config) -> anyhow::Result<()> {
             core: (!cores.is_empty()).then(|| cores[index % cores.len()]),
             metrics: metrics.loop_metrics(index),
             events: events_tx.clone(),
+            relays: config.relays.clone(),
+            max_taps: config.max_taps,
         })
         .with_context(|| format!("binding media loop {index} on {bind}"))?;
         handles.push(handle);

@@ -80,6 +80,7 @@ fn attach_status(e: AttachError) -> Status {
         AttachError::AlreadyOwned => Status::failed_precondition(
             "session already has an owner (use Tap to listen without owning)",
         ),
+        AttachError::TooManyTaps(_) => Status::resource_exhausted(e.to_string()),
         AttachError::Bridge(e) => Status::invalid_argument(e.to_string()),
     }
 }
