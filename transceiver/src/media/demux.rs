@@ -156,8 +156,14 @@ mod tests {
         let mut d = Demux::default();
         d.claim_addr(t0, addr(1), 1);
         let expired = t0 + CONSENT_WINDOW;
-        assert_eq!(d.may_claim(expired, &addr(1), 2), Claim::Granted { from: Some(1) });
-        assert_eq!(d.claim_addr(expired, addr(1), 2), Claim::Granted { from: Some(1) });
+        assert_eq!(
+            d.may_claim(expired, &addr(1), 2),
+            Claim::Granted { from: Some(1) }
+        );
+        assert_eq!(
+            d.claim_addr(expired, addr(1), 2),
+            Claim::Granted { from: Some(1) }
+        );
         assert_eq!(d.by_addr(&addr(1)), Some(2));
     }
 

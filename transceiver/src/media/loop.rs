@@ -468,9 +468,8 @@ impl MediaLoop {
     /// success response that went out. The answer is withheld (and counted) when another
     /// session holds the check's address within its consent window.
     fn drive(&mut self, now: Instant, key: SessionKey, probe: Option<ClientPath>) -> bool {
-        let held = probe.is_some_and(|p| {
-            matches!(self.demux.may_claim(now, &p.addr, key), Claim::Held(_))
-        });
+        let held = probe
+            .is_some_and(|p| matches!(self.demux.may_claim(now, &p.addr, key), Claim::Held(_)));
         let Some(session) = self.sessions.get_mut(key) else {
             return false;
         };
@@ -479,8 +478,7 @@ impl MediaLoop {
         let batch = &mut self.send_batch;
         let mut authenticated = false;
         let next = session.poll(now, &mut |t: &Transmit, route: Route| {
-            if probe.is_some_and(|p| p.addr == t.destination) && is_binding_success(&t.contents)
-            {
+            if probe.is_some_and(|p| p.addr == t.destination) && is_binding_success(&t.contents) {
                 if held {
                     counters.drop(DropReason::AddrHeld);
                     return;
