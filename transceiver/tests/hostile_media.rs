@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::backend::TestWorker;
-use support::{http_get, metric_sum, ServerProcess};
+use support::{binding_request, http_get, metric_sum, ServerProcess};
 use voxgate_proto::bridge::AudioMode;
 use voxgate_proto::relay_header::{Direction, RelayHeader, MAX_HEADER_LEN};
 use voxgate_testkit::client_session::ClientSession;
@@ -74,15 +74,21 @@ struct Call {
     id: String,
 }
 
-fn call_with_downlink(args: &[&str], downlink_secs: f32) -> Call {
-    let server = ServerProcess::start(args);
-    let worker = TestWorker::start(&server.grpc_url, "w1", 8, 48_000);
+/// A caller of `server`, connected and attached to a new backend worker in `mode`.
+fn connected_call(server: &ServerProcess, mode: AudioMode) -> (TestWorker, Fleet, String) {
+    let worker = TestWorker::start_with_mode(&server.grpc_url, "w1", 8, 48_000, mode);
     let mut fleet = Fleet::new().unwrap();
-    let i = fleet.open(client(&server)).unwrap();
+    let i = fleet.open(client(server)).unwrap();
     assert!(drive_until(&mut fleet, Duration::from_secs(15), |f| {
         f.all_connected() && worker.attached().len() == 1
     }));
     let id = fleet.report(i).session_id;
+    (worker, fleet, id)
+}
+
+fn call_with_downlink(args: &[&str], downlink_secs: f32) -> Call {
+    let server = ServerProcess::start(args);
+    let (worker, mut fleet, id) = connected_call(&server, AudioMode::Pcm);
     worker.play(&id, &tone(700.0, downlink_secs, 48_000), "reply");
     fleet.run_for(Duration::from_millis(300));
     Call {
@@ -122,29 +128,6 @@ fn received_within(sock: &UdpSocket, window: Duration) -> usize {
     n
 }
 
-/// STUN binding request with USERNAME `{server_ufrag}:x` and a MESSAGE-INTEGRITY that cannot
-/// verify.
-fn forged_check(server_ufrag: &str, txid: u32) -> Vec<u8> {
-    let username = format!("{server_ufrag}:abcd");
-    let ulen = username.len();
-    let upad = (4 - ulen % 4) % 4;
-    let attrs_len = 4 + ulen + upad + 4 + 20;
-    let mut m = Vec::with_capacity(20 + attrs_len);
-    m.extend_from_slice(&0x0001u16.to_be_bytes());
-    m.extend_from_slice(&(attrs_len as u16).to_be_bytes());
-    m.extend_from_slice(&0x2112_A442u32.to_be_bytes());
-    m.extend_from_slice(&[7u8; 8]);
-    m.extend_from_slice(&txid.to_be_bytes());
-    m.extend_from_slice(&0x0006u16.to_be_bytes());
-    m.extend_from_slice(&(ulen as u16).to_be_bytes());
-    m.extend_from_slice(username.as_bytes());
-    m.extend(std::iter::repeat_n(0u8, upad));
-    m.extend_from_slice(&0x0008u16.to_be_bytes());
-    m.extend_from_slice(&20u16.to_be_bytes());
-    m.extend_from_slice(&[0x5a; 20]);
-    m
-}
-
 fn snapshot(server: &ServerProcess, id: &str) -> serde_json::Value {
     let r = http_get(&server.url(&format!("/v1/sessions/{id}")), None);
     assert_eq!(r.status, 200, "{}", r.body);
@@ -180,7 +163,7 @@ fn spoofed_relay_frames_reach_nobody_and_the_victims_downlink_goes_on() {
                     0 => vec![0x42; 100],
                     1 => [&[0x80u8, 0x6f][..], &[0x11; 120]].concat(),
                     2 => [&[0x17u8, 0xfe, 0xfd][..], &[0x22; 60]].concat(),
-                    _ => forged_check(&ufrag, i),
+                    _ => binding_request(&ufrag, i),
                 };
                 let _ = attacker.send_to(&framed(victim, &payload), media);
                 sent.fetch_add(1, Ordering::Relaxed);
@@ -387,13 +370,7 @@ fn taps_beyond_max_taps_are_refused_with_resource_exhausted() {
     use voxgate_proto::bridge::bridge_client::BridgeClient;
     use voxgate_proto::bridge::TapRequest;
     let server = ServerProcess::start(&["--loops", "1", "--max-taps", "4"]);
-    let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
-    let mut fleet = Fleet::new().unwrap();
-    fleet.open(client(&server)).unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(15), |f| {
-        f.all_connected() && worker.attached().len() == 1
-    }));
-    let id = fleet.report(0).session_id;
+    let (_worker, fleet, id) = connected_call(&server, AudioMode::Pcm);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -459,19 +436,7 @@ fn taps_beyond_max_taps_are_refused_with_resource_exhausted() {
 fn passthrough_downlink_is_bounded_at_30s_and_oversize_packets_are_dropped() {
     use voxgate_proto::bridge::{downlink, OpusPacket};
     let server = ServerProcess::start(&["--loops", "1"]);
-    let worker = TestWorker::start_with_mode(
-        &server.grpc_url,
-        "w1",
-        4,
-        48_000,
-        AudioMode::OpusPassthrough,
-    );
-    let mut fleet = Fleet::new().unwrap();
-    fleet.open(client(&server)).unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(15), |f| {
-        f.all_connected() && worker.attached().len() == 1
-    }));
-    let id = fleet.report(0).session_id;
+    let (worker, mut fleet, id) = connected_call(&server, AudioMode::OpusPassthrough);
     let rss_before = rss_kib(server.pid());
     // Oversize packets (100 KB each, 5 MB in all): dropped and counted, nothing kept.
     for _ in 0..50 {
@@ -751,7 +716,7 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
         // The flood, as fast as a thread can send it: checks that carry the caller's real
         // (public) ufrag with a forged MESSAGE-INTEGRITY, the costliest junk there is (each
         // reaches the session and fails str0m's HMAC), so one sender fills the loop.
-        let forged = forged_check(caller.session.server_ufrag(), 1);
+        let forged = binding_request(caller.session.server_ufrag(), 1);
         let stop = &stop;
         let flooder = s.spawn(move || flood(media, &forged, stop));
         caller.drive_for(Duration::from_millis(500));
