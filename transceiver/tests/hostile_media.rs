@@ -771,7 +771,7 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
         // backend and the transceiver's own threads share both cores, so the scheduler alone
         // delays the busy loop by tens of milliseconds now and then: the bound here is what
         // holds there, and still fails by far when timers starve (gaps of the whole flood).
-        assert!(p99 <= 60.0, "p99 downlink gap {p99:.1} ms");
+        assert!(p99 <= 80.0, "p99 downlink gap {p99:.1} ms");
     });
     // DELETE is answered too.
     let r = support::http_delete(&server.url(&format!("/v1/sessions/{id}")), None);
