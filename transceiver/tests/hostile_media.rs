@@ -766,11 +766,11 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
             (18.0..=22.0).contains(&median),
             "median downlink gap {median:.1} ms"
         );
-        // The pacing target is p99 <= 30 ms (met by a release build, see the PR notes). This
-        // test runs a debug build on a shared 2-core machine where the flooder, the caller, the
-        // backend and the transceiver's own threads share both cores, so the scheduler alone
-        // delays the busy loop by tens of milliseconds now and then: the bound here is what
-        // holds there, and still fails by far when timers starve (gaps of the whole flood).
+        // The product target is p99 <= 30 ms. On the shared 2-core test machine the
+        // scheduler alone costs more: with no flood at all, a release build measured p99
+        // 26-33 ms here, and the flooder, caller, backend and transceiver threads share both
+        // cores. The bound is what holds there every time (debug build beside a release build:
+        // p99 37-47 ms); a starving loop fails it by far (no tick for the whole flood).
         assert!(p99 <= 80.0, "p99 downlink gap {p99:.1} ms");
     });
     // DELETE is answered too.
