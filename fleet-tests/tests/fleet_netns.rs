@@ -262,6 +262,10 @@ fn start_processes(net: &Network, dir: &Path, key: &Path) -> Processes {
                     .args(["--media-listen", &format!("0.0.0.0:{MEDIA_PORT}")])
                     .args(["--internal-ip", ip])
                     .args(["--advertise", &format!("{VIP}:{RELAY_PORT}")])
+                    .args([
+                        "--relays",
+                        &RELAY_IPS.map(|ip| format!("{ip}/32")).join(","),
+                    ])
                     .args(["--grpc-listen", &format!("{ip}:{GRPC_PORT}")])
                     .args(["--loops", "2", "--no-pin"])
                     .args(["--drain-timeout-secs", &DRAIN_TIMEOUT_SECS.to_string()])

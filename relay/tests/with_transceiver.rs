@@ -97,6 +97,8 @@ fn start_transceiver_on(
             .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
             .args(["--loops", &loops.to_string(), "--no-pin"])
             .args(["--advertise", &advertise.to_string()])
+            // The relays of these tests forward from loopback (v4 and v6 internal sockets).
+            .args(["--relays", "127.0.0.0/8,::1/128"])
             .args(["--cluster-id", &cluster_id.to_string()])
             .env("VOXGATE_FLEET_KEY", FLEET_KEY_HEX),
         "transceiver",

@@ -86,6 +86,8 @@ fn run(config: Config) -> anyhow::Result<()> {
             metrics: metrics.loop_metrics(index),
             events: events_tx.clone(),
             ended: ended_tx.clone(),
+            relays: config.relays.clone(),
+            max_taps: config.max_taps,
         })
         .with_context(|| format!("binding media loop {index} on {bind}"))?;
         handles.push(handle);

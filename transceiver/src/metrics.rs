@@ -78,6 +78,13 @@ pub struct BridgeCounters {
     pub downlink_frames: u64,
     pub downlink_cleared: u64,
     pub tap_dropped: u64,
+    /// Backend Opus packets too large for one frame (passthrough), dropped.
+    pub downlink_oversize: u64,
+    /// Backend audio of the other mode (Opus to a PCM owner or PCM to a passthrough one).
+    pub downlink_wrong_mode: u64,
+    /// Ticks at which the downlink queue held its 30 s bound, leaving backend messages in
+    /// the channel (gRPC flow control then pushes back on the backend).
+    pub downlink_full_ticks: u64,
 }
 
 impl BridgeCounters {
@@ -90,6 +97,9 @@ impl BridgeCounters {
             downlink_frames: self.downlink_frames - earlier.downlink_frames,
             downlink_cleared: self.downlink_cleared - earlier.downlink_cleared,
             tap_dropped: self.tap_dropped - earlier.tap_dropped,
+            downlink_oversize: self.downlink_oversize - earlier.downlink_oversize,
+            downlink_wrong_mode: self.downlink_wrong_mode - earlier.downlink_wrong_mode,
+            downlink_full_ticks: self.downlink_full_ticks - earlier.downlink_full_ticks,
         }
     }
 
@@ -100,6 +110,9 @@ impl BridgeCounters {
         self.downlink_frames += d.downlink_frames;
         self.downlink_cleared += d.downlink_cleared;
         self.tap_dropped += d.tap_dropped;
+        self.downlink_oversize += d.downlink_oversize;
+        self.downlink_wrong_mode += d.downlink_wrong_mode;
+        self.downlink_full_ticks += d.downlink_full_ticks;
     }
 }
 
@@ -151,16 +164,23 @@ pub enum DropReason {
     BadRelayHeader,
     /// Datagram larger than the receive buffer (truncated by the kernel).
     Oversize,
+    /// Relay-framed datagram from a source outside `--relays`.
+    RelayNotAllowed,
+    /// Authenticated check from an address another session holds within its consent window:
+    /// str0m's answer is withheld and the address stays where it is.
+    AddrHeld,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 6] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::StunUnknownUfrag,
         DropReason::StunMalformed,
         DropReason::UnknownSource,
         DropReason::Rejected,
         DropReason::BadRelayHeader,
         DropReason::Oversize,
+        DropReason::RelayNotAllowed,
+        DropReason::AddrHeld,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -171,6 +191,8 @@ impl DropReason {
             DropReason::Rejected => "rejected",
             DropReason::BadRelayHeader => "bad_relay_header",
             DropReason::Oversize => "oversize",
+            DropReason::RelayNotAllowed => "relay_not_allowed",
+            DropReason::AddrHeld => "addr_held",
         }
     }
 
@@ -221,6 +243,10 @@ pub struct Metrics {
     uplink_dropped: Family<LoopLabel, Counter>,
     downlink_frames: Family<LoopLabel, Counter>,
     tap_dropped: Family<LoopLabel, Counter>,
+    downlink_dropped: Family<LoopReasonLabel, Counter>,
+    downlink_full_ticks: Family<LoopLabel, Counter>,
+    bridge_refused: Family<LoopReasonLabel, Counter>,
+    unrouted: Family<LoopLabel, Counter>,
     handoff: Family<LoopLabel, BulkHistogram>,
     backend_workers: Gauge,
     dispatch_queued: Gauge,
@@ -259,6 +285,10 @@ impl Metrics {
             uplink_dropped: Family::default(),
             downlink_frames: Family::default(),
             tap_dropped: Family::default(),
+            downlink_dropped: Family::default(),
+            downlink_full_ticks: Family::default(),
+            bridge_refused: Family::default(),
+            unrouted: Family::default(),
             handoff: Family::default(),
             backend_workers: Gauge::default(),
             dispatch_queued: Gauge::default(),
@@ -334,6 +364,11 @@ impl Metrics {
             self.sessions_ended.clone(),
         );
         registry.register(
+            "unrouted_transmits",
+            "Datagrams a session produced for an address it has no authenticated path to (not sent)",
+            self.unrouted.clone(),
+        );
+        registry.register(
             "signaling_responses",
             "Signaling responses, by HTTP status",
             self.signaling_responses.clone(),
@@ -371,6 +406,21 @@ impl Metrics {
             "bridge_tap_dropped",
             "Uplink messages dropped because a tap's queue was full",
             self.tap_dropped.clone(),
+        );
+        registry.register(
+            "bridge_downlink_dropped",
+            "Backend downlink audio dropped, by reason (oversize Opus packet, wrong audio mode)",
+            self.downlink_dropped.clone(),
+        );
+        registry.register(
+            "bridge_downlink_full_ticks",
+            "20 ms ticks at which a session's downlink queue held its 30 s bound (the backend is back-pressured)",
+            self.downlink_full_ticks.clone(),
+        );
+        registry.register(
+            "bridge_refused",
+            "Backend requests a media loop refused, by reason (too_many_taps)",
+            self.bridge_refused.clone(),
         );
         registry.register(
             "bridge_uplink_handoff_seconds",
@@ -448,7 +498,20 @@ impl Metrics {
                 })
                 .clone()
         });
+        let with_reason = |family: &Family<LoopReasonLabel, Counter>, reason: &str| {
+            family
+                .get_or_create(&LoopReasonLabel {
+                    r#loop: index.to_string(),
+                    reason: reason.to_string(),
+                })
+                .clone()
+        };
         LoopMetrics {
+            downlink_oversize: with_reason(&self.downlink_dropped, "oversize"),
+            downlink_wrong_mode: with_reason(&self.downlink_dropped, "wrong_mode"),
+            downlink_full_ticks: self.downlink_full_ticks.get_or_create(&l).clone(),
+            taps_refused: with_reason(&self.bridge_refused, "too_many_taps"),
+            unrouted: self.unrouted.get_or_create(&l).clone(),
             datagrams_in: self.datagrams_in.get_or_create(&l).clone(),
             bytes_in: self.bytes_in.get_or_create(&l).clone(),
             datagrams_out: self.datagrams_out.get_or_create(&l).clone(),
@@ -525,6 +588,10 @@ pub struct LoopCounters {
     pub send_errors: u64,
     pub wakeups: u64,
     pub drops: [u64; DropReason::ALL.len()],
+    /// Transmits with no authenticated path to their destination (not sent).
+    pub unrouted: u64,
+    /// Tap requests refused at `--max-taps`.
+    pub taps_refused: u64,
     pub bridge: BridgeCounters,
     pub handoff: HandoffHistogram,
 }
@@ -555,6 +622,11 @@ pub struct LoopMetrics {
     uplink_dropped: Counter,
     downlink_frames: Counter,
     tap_dropped: Counter,
+    downlink_oversize: Counter,
+    downlink_wrong_mode: Counter,
+    downlink_full_ticks: Counter,
+    taps_refused: Counter,
+    unrouted: Counter,
     handoff: BulkHistogram,
 }
 
@@ -587,6 +659,11 @@ impl LoopMetrics {
         flush(&self.uplink_dropped, &mut b.uplink_dropped);
         flush(&self.downlink_frames, &mut b.downlink_frames);
         flush(&self.tap_dropped, &mut b.tap_dropped);
+        flush(&self.downlink_oversize, &mut b.downlink_oversize);
+        flush(&self.downlink_wrong_mode, &mut b.downlink_wrong_mode);
+        flush(&self.downlink_full_ticks, &mut b.downlink_full_ticks);
+        flush(&self.taps_refused, &mut pending.taps_refused);
+        flush(&self.unrouted, &mut pending.unrouted);
         b.downlink_cleared = 0;
         self.handoff.add(&pending.handoff);
         pending.handoff = HandoffHistogram::default();

@@ -7,7 +7,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use support::{
-    http_client, http_delete, http_get, http_post_sdp, metric_sum, ServerProcess, AUDIO_OFFER,
+    binding_request, http_client, http_delete, http_get, http_post_sdp, metric_sum, ServerProcess,
+    AUDIO_OFFER,
 };
 
 fn metrics(server: &ServerProcess) -> String {
@@ -25,29 +26,6 @@ fn wait_for_metric(server: &ServerProcess, name: &str, labels: &[&str], want: u6
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// STUN Binding request with USERNAME = "{server_ufrag}:{client_ufrag}" and a dummy
-/// MESSAGE-INTEGRITY (so a real ufrag would still fail authentication).
-fn binding_request(server_ufrag: &str, txid: u32) -> Vec<u8> {
-    let username = format!("{server_ufrag}:abcd");
-    let ulen = username.len();
-    let upad = (4 - ulen % 4) % 4;
-    let attrs_len = 4 + ulen + upad + 4 + 20;
-    let mut m = Vec::with_capacity(20 + attrs_len);
-    m.extend_from_slice(&0x0001u16.to_be_bytes());
-    m.extend_from_slice(&(attrs_len as u16).to_be_bytes());
-    m.extend_from_slice(&0x2112_A442u32.to_be_bytes());
-    m.extend_from_slice(&[0u8; 8]);
-    m.extend_from_slice(&txid.to_be_bytes());
-    m.extend_from_slice(&0x0006u16.to_be_bytes());
-    m.extend_from_slice(&(ulen as u16).to_be_bytes());
-    m.extend_from_slice(username.as_bytes());
-    m.extend(std::iter::repeat_n(0u8, upad));
-    m.extend_from_slice(&0x0008u16.to_be_bytes());
-    m.extend_from_slice(&20u16.to_be_bytes());
-    m.extend_from_slice(&[0x5a; 20]);
-    m
 }
 
 /// Sends datagrams paced so the kernel's socket buffer never overflows (the point is the

@@ -67,8 +67,12 @@ impl<R: Ledger> Runner<'_, R> {
             .args(["--opus-bitrate", "32000", "--opus-complexity", "5"])
             .env("RUST_LOG", "warn");
         if let Some((relay, key)) = o.relay {
+            // The relay forwards from its internal socket on the same IP as its public one
+            // (see `start_relay`): only its framed datagrams are believed.
             cmd.arg("--advertise")
                 .arg(relay.to_string())
+                .arg("--relays")
+                .arg(relay.ip().to_string())
                 .arg("--fleet-key")
                 .arg(key);
         }

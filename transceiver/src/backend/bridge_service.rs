@@ -87,6 +87,7 @@ fn parse_session_id(s: &str) -> Result<SessionId, Status> {
 fn attach_status(e: AttachError) -> Status {
     match e {
         AttachError::NotFound => Status::not_found("no such session"),
+        AttachError::TooManyTaps(_) => Status::resource_exhausted(e.to_string()),
         AttachError::Bridge(e) => Status::invalid_argument(e.to_string()),
     }
 }

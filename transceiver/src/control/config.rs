@@ -136,6 +136,18 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Networks of the relays in front of this transceiver, as CIDRs (e.g. `10.0.0.0/8`). Only
+    /// datagrams from these carry a relay header that is believed; from anywhere else a
+    /// relay-framed datagram is dropped (counted as `relay_not_allowed`). Default: none (direct
+    /// clients only).
+    #[arg(long, env = "VOXGATE_RELAYS", value_delimiter = ',', value_parser = parse_net)]
+    pub relays: Vec<ipnet::IpNet>,
+
+    /// Most listen-only taps (gRPC `Tap`) a session may have; more are refused with
+    /// RESOURCE_EXHAUSTED. Each tap costs a copy of every uplink frame on the media loop.
+    #[arg(long, env = "VOXGATE_MAX_TAPS", default_value_t = 4)]
+    pub max_taps: usize,
+
     /// Log format.
     #[arg(long, env = "VOXGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -197,6 +209,13 @@ pub struct Config {
     /// Seconds a signaling request has to deliver its whole body (408 after that).
     #[arg(long, env = "VOXGATE_BODY_TIMEOUT_SECS", default_value_t = 10)]
     pub body_timeout_secs: u64,
+}
+
+/// A CIDR, or a bare IP for just that address.
+fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{s:?} is neither a CIDR (10.0.0.0/8) nor an IP"))
 }
 
 fn parse_busy_ratio(s: &str) -> Result<f64, String> {
@@ -459,6 +478,15 @@ mod tests {
             c.internal_ip().unwrap(),
             "10.1.2.3".parse::<IpAddr>().unwrap()
         );
+    }
+
+    #[test]
+    fn relays_take_a_cidr_list_and_default_to_none() {
+        assert!(parse(&[]).relays.is_empty());
+        let c = parse(&["--relays", "10.0.0.0/8,::1/128,192.0.2.7"]);
+        assert_eq!(c.relays.len(), 3);
+        assert_eq!(c.relays[2], "192.0.2.7/32".parse::<ipnet::IpNet>().unwrap());
+        assert!(Config::try_parse_from(["transceiver", "--relays", "10.0.0.1:3478"]).is_err());
     }
 
     #[test]

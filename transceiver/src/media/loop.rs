@@ -2,8 +2,15 @@
 //!
 //! Packet path: `read_socket` → `on_datagram` (demux by ufrag or client address) →
 //! `Session::handle_datagram` → `drive` (drain str0m output, send, reschedule). Timers and
-//! control-plane commands run between socket batches. Nothing here blocks: commands arrive on
-//! a bounded channel plus a `mio::Waker`, and events leave through `try_send`.
+//! control-plane commands run between socket batches: a wakeup reads at most
+//! [`RECV_BATCHES_PER_WAKEUP`] batches ([`ReceiveBudget`]), so a flood cannot starve them.
+//! Nothing here blocks: commands arrive on a bounded channel plus a `mio::Waker`, and events
+//! leave through `try_send`.
+//!
+//! Relay-framed datagrams are accepted only from `--relays` networks. A session's client
+//! addresses and their reply paths change only when str0m answers an authenticated check on
+//! that path, and an address stays with the session that holds it within its consent window
+//! (see [`crate::media::demux`]).
 
 use std::collections::HashMap;
 use std::io;
@@ -27,9 +34,11 @@ use voxgate_udp_batch::{RecvBatch, SendBatch};
 
 use crate::media::audio_bridge::{BridgeError, OwnerEndpoints};
 use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
-use crate::media::demux::{Demux, SessionKey};
+use crate::media::demux::{Claim, Demux, SessionKey};
+use crate::media::receive_budget::{Next, ReceiveBudget};
 use crate::media::session::{
-    ClientPath, EndReason, OwnerLoss, Session, SessionError, SessionId, SessionSnapshot,
+    is_binding_success, ClientPath, EndReason, OwnerLoss, Route, Session, SessionError, SessionId,
+    SessionSnapshot,
 };
 use crate::media::timers::Timers;
 use crate::metrics::{DropReason, LoopCounters, LoopMetrics};
@@ -41,8 +50,15 @@ const RECV_BUF: usize = 2048;
 const COMMAND_QUEUE: usize = 1024;
 /// Datagrams per `recvmmsg` / `sendmmsg`.
 const BATCH: usize = 32;
+/// Most `recvmmsg` batches a wakeup reads before it runs timers and commands (256 datagrams,
+/// well under a millisecond of work): under a flood the loop still paces every session's
+/// downlink and answers the control plane.
+pub const RECV_BATCHES_PER_WAKEUP: u32 = 8;
 /// Longest stretch of timer work before the loop reads its socket again (see `run_timers`).
 const TIMER_PASS_SLICE: Duration = Duration::from_micros(250);
+/// Batches read between two slices of a timer pass: enough to keep uplink latency low, few
+/// enough that a flood cannot stretch the pass.
+const RECV_BATCHES_PER_TIMER_SLICE: u32 = 1;
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;
 /// Longest a loop keeps running after shutdown to flush its sessions' goodbyes.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
@@ -92,6 +108,8 @@ pub enum Command {
 pub enum AttachError {
     #[error("no such session")]
     NotFound,
+    #[error("session already has {0} taps (--max-taps)")]
+    TooManyTaps(usize),
     #[error("{0}")]
     Bridge(#[from] BridgeError),
 }
@@ -158,6 +176,10 @@ pub struct LoopSpec {
     pub metrics: LoopMetrics,
     pub events: mpsc::Sender<LoopEvent>,
     pub ended: mpsc::UnboundedSender<SessionEnded>,
+    /// Networks allowed to send relay-framed datagrams (`--relays`); empty: none.
+    pub relays: Vec<ipnet::IpNet>,
+    /// Most taps a session may have (`--max-taps`).
+    pub max_taps: usize,
 }
 
 /// Binds the loop's socket (so errors surface to the caller) and starts its thread.
@@ -175,6 +197,8 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
     let events = spec.events;
     let ended = spec.ended;
     let metrics = spec.metrics;
+    let relays = spec.relays;
+    let max_taps = spec.max_taps;
     let busy = SharedBusy::default();
     let loop_busy = busy.clone();
     let thread = std::thread::Builder::new()
@@ -202,6 +226,9 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 recv_batch: Some(RecvBatch::new(BATCH, RECV_BUF)),
                 send_batch: SendBatch::new(BATCH, RECV_BUF + MAX_HEADER_LEN, local_addr.is_ipv6()),
                 busy: BusyMeter::new(Instant::now(), loop_busy),
+                budget: ReceiveBudget::new(RECV_BATCHES_PER_WAKEUP),
+                relays,
+                max_taps,
             };
             tracing::info!(loop_index = index, %local_addr, "media loop started");
             media_loop.run();
@@ -249,6 +276,10 @@ struct MediaLoop {
     send_batch: SendBatch,
     /// Work vs. wait time, read by admission control.
     busy: BusyMeter,
+    /// Batches a read pass may take; remembers a socket left unread.
+    budget: ReceiveBudget,
+    relays: Vec<ipnet::IpNet>,
+    max_taps: usize,
 }
 
 impl MediaLoop {
@@ -256,11 +287,16 @@ impl MediaLoop {
         let mut events = Events::with_capacity(64);
         let mut shutdown_by: Option<Instant> = None;
         loop {
-            // Wake at least once per busy window so an idle loop's ratio falls to zero.
-            let timeout = self.timers.next_deadline().map_or(busy_meter::WINDOW, |d| {
-                d.saturating_duration_since(Instant::now())
-                    .min(busy_meter::WINDOW)
-            });
+            // Wake at least once per busy window so an idle loop's ratio falls to zero; at once
+            // when the last pass left datagrams in the socket (no new edge announces them).
+            let timeout = if self.budget.pending() {
+                Duration::ZERO
+            } else {
+                self.timers.next_deadline().map_or(busy_meter::WINDOW, |d| {
+                    d.saturating_duration_since(Instant::now())
+                        .min(busy_meter::WINDOW)
+                })
+            };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -270,10 +306,9 @@ impl MediaLoop {
             }
             let woke = Instant::now();
             self.counters.wakeups += 1;
-            for event in events.iter() {
-                if event.token() == SOCKET {
-                    self.read_socket();
-                }
+            let readable = events.iter().any(|e| e.token() == SOCKET);
+            if readable || self.budget.pending() {
+                self.read_socket(RECV_BATCHES_PER_WAKEUP);
             }
             if !self.run_commands() && shutdown_by.is_none() {
                 // End every session, then keep running briefly so their goodbyes (data
@@ -296,18 +331,18 @@ impl MediaLoop {
             .publish(&mut self.counters, self.sessions.len());
     }
 
-    /// Reads until the socket is empty (mio is edge-triggered), a batch per system call, and
-    /// sends what the batch produced in one `sendmmsg`. A batch that comes back short emptied
-    /// the queue: on Linux every datagram that arrives later raises a new edge, so the loop
-    /// does not spend a second `recvmmsg` per wakeup just to hear `EAGAIN` (the relay does the
-    /// same).
-    fn read_socket(&mut self) {
+    /// Reads up to `batches` batches (a system call each) and sends what each batch produced
+    /// in one `sendmmsg`. A batch that comes back short emptied the queue: on Linux every
+    /// datagram that arrives later raises a new edge, so the loop does not spend a second
+    /// `recvmmsg` per wakeup just to hear `EAGAIN` (the relay does the same). A pass that ends
+    /// on its budget leaves the rest for the next wakeup, which comes at once.
+    fn read_socket(&mut self, batches: u32) {
         let Some(mut batch) = self.recv_batch.take() else {
             return;
         };
+        self.budget.begin(batches);
         loop {
             match batch.recv(&self.socket) {
-                Ok(0) => break,
                 Ok(n) => {
                     let now = Instant::now();
                     for r in batch.iter() {
@@ -320,15 +355,21 @@ impl MediaLoop {
                         self.on_datagram(now, r.from, r.bytes);
                     }
                     self.flush_sends();
-                    if n < BATCH {
+                    if self.budget.after_batch(n, BATCH) != Next::ReadAgain {
                         break;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.budget.would_block();
+                    break;
+                }
                 Err(e) => {
                     // ICMP-induced errors on a shared socket say nothing about other sessions;
                     // each is reported once, so reading on is safe.
                     tracing::debug!(loop_index = self.index, error = %e, "recv error");
+                    if self.budget.after_error() != Next::ReadAgain {
+                        break;
+                    }
                 }
             }
         }
@@ -344,6 +385,12 @@ impl MediaLoop {
         // Relay-framed: the header carries the real client address; replies go back through
         // the relay that sent it. Otherwise the client talks to us directly.
         let (path, bytes) = if is_relay_framed(bytes) {
+            // Anyone can put a relay header on a datagram: only the relays' claims count.
+            let ip = from.ip().to_canonical();
+            if !self.relays.iter().any(|net| net.contains(&ip)) {
+                self.counters.drop(DropReason::RelayNotAllowed);
+                return;
+            }
             match RelayHeader::decode(bytes) {
                 Ok((h, payload)) if h.direction == Direction::ToTransceiver => (
                     ClientPath {
@@ -396,43 +443,44 @@ impl MediaLoop {
         bytes: &[u8],
         binding_request: bool,
     ) {
-        let source = path.addr;
         let Some(session) = self.sessions.get_mut(key) else {
             return;
         };
-        if !session.handle_datagram(now, path, bytes) {
+        if !session.handle_datagram(now, path, bytes, binding_request) {
             self.counters.drop(DropReason::Rejected);
         }
-        let probe = binding_request.then_some(source);
+        let probe = binding_request.then_some(path);
         if self.drive(now, key, probe) {
             // str0m answered the check with a success response: the request carried valid
-            // MESSAGE-INTEGRITY for this session, so the address may now route to it.
-            self.authenticate_addr(key, source);
+            // MESSAGE-INTEGRITY for this session, so its path may now route to it.
+            self.authenticate_path(now, key, path);
         }
     }
 
-    fn authenticate_addr(&mut self, key: SessionKey, addr: SocketAddr) {
-        if self.demux.by_addr(&addr) == Some(key) {
-            return;
-        }
-        // The address may have belonged to another session of this loop (client reuse).
-        if let Some(other) = self.demux.by_addr(&addr) {
-            if let Some(o) = self.sessions.get_mut(other) {
-                o.forget_client_addr(addr);
-            }
+    /// Maps an authenticated path to session `key` (or renews its hold on it).
+    fn authenticate_path(&mut self, now: Instant, key: SessionKey, path: ClientPath) {
+        let Claim::Granted { from } = self.demux.claim_addr(now, path.addr, key) else {
+            return; // held by another session: `drive` withheld the answer
+        };
+        // The address belonged to a session of this loop that stopped checking from it.
+        if let Some(o) = from.and_then(|other| self.sessions.get_mut(other)) {
+            o.forget_client_addr(path.addr);
         }
         let Some(session) = self.sessions.get_mut(key) else {
             return;
         };
-        self.demux.insert_addr(addr, key);
-        if let Some(evicted) = session.add_client_addr(addr) {
+        if let Some(evicted) = session.add_client_addr(path) {
             self.demux.remove_addr(evicted, key);
         }
     }
 
     /// Drains a session's output, sends its transmits, reschedules its timer, and removes it
-    /// once ended. Returns whether a STUN success response went to `probe`.
-    fn drive(&mut self, now: Instant, key: SessionKey, probe: Option<SocketAddr>) -> bool {
+    /// once ended. Returns whether str0m answered the check that arrived on `probe` with a
+    /// success response that went out. The answer is withheld (and counted) when another
+    /// session holds the check's address within its consent window.
+    fn drive(&mut self, now: Instant, key: SessionKey, probe: Option<ClientPath>) -> bool {
+        let held = probe
+            .is_some_and(|p| matches!(self.demux.may_claim(now, &p.addr, key), Claim::Held(_)));
         let Some(session) = self.sessions.get_mut(key) else {
             return false;
         };
@@ -440,11 +488,15 @@ impl MediaLoop {
         let counters = &mut self.counters;
         let batch = &mut self.send_batch;
         let mut authenticated = false;
-        let next = session.poll(now, &mut |t: &Transmit, via: Option<SocketAddr>| {
-            if Some(t.destination) == probe && is_binding_success(&t.contents) {
+        let next = session.poll(now, &mut |t: &Transmit, route: Route| {
+            if probe.is_some_and(|p| p.addr == t.destination) && is_binding_success(&t.contents) {
+                if held {
+                    counters.drop(DropReason::AddrHeld);
+                    return;
+                }
                 authenticated = true;
             }
-            queue_send(batch, socket, counters, t, via);
+            queue_send(batch, socket, counters, t, route);
         });
         let deltas = session.take_bridge_deltas();
         self.counters.bridge.add(&deltas);
@@ -504,7 +556,7 @@ impl MediaLoop {
             let t = Instant::now();
             if t.duration_since(last_read) >= TIMER_PASS_SLICE {
                 self.flush_sends();
-                self.read_socket();
+                self.read_socket(RECV_BATCHES_PER_TIMER_SLICE);
                 // Sessions just fed newer instants by their datagrams: never hand a later
                 // timer an older one.
                 last_read = Instant::now();
@@ -559,7 +611,15 @@ impl MediaLoop {
                 }
                 Command::Tap { id, tap, reply } => {
                     let result = match self.ids.get(&id).and_then(|k| self.sessions.get_mut(*k)) {
-                        Some(s) => s.bridge_mut().add_tap(tap).map_err(AttachError::from),
+                        Some(s) => {
+                            let bridge = s.bridge_mut();
+                            if bridge.live_tap_count() >= self.max_taps {
+                                self.counters.taps_refused += 1;
+                                Err(AttachError::TooManyTaps(self.max_taps))
+                            } else {
+                                bridge.add_tap(tap).map_err(AttachError::from)
+                            }
+                        }
                         None => Err(AttachError::NotFound),
                     };
                     let _ = reply.send(result);
@@ -647,12 +707,16 @@ fn queue_send(
     socket: &UdpSocket,
     counters: &mut LoopCounters,
     t: &Transmit,
-    via: Option<SocketAddr>,
+    route: Route,
 ) {
     let mut header = [0u8; MAX_HEADER_LEN];
-    let (to, prefix) = match via {
-        None => (t.destination, &header[..0]),
-        Some(relay) => {
+    let (to, prefix) = match route {
+        Route::Unrouted => {
+            counters.unrouted += 1;
+            return;
+        }
+        Route::Direct => (t.destination, &header[..0]),
+        Route::Via(relay) => {
             let h = RelayHeader {
                 direction: Direction::ToClient,
                 client: t.destination,
@@ -688,9 +752,4 @@ fn flush(batch: &mut SendBatch, socket: &UdpSocket, counters: &mut LoopCounters)
     counters.bytes_out += bytes;
     // A full socket buffer loses datagrams; SRTP and ICE recover, and we count them.
     counters.send_errors += losses.buffer_full + losses.failed;
-}
-
-/// STUN Binding success response (type 0x0101).
-fn is_binding_success(bytes: &[u8]) -> bool {
-    bytes.len() >= 20 && bytes[0] == 0x01 && bytes[1] == 0x01
 }

@@ -19,5 +19,6 @@ pub mod audio_bridge;
 pub mod busy_meter;
 pub mod demux;
 pub mod r#loop;
+pub mod receive_budget;
 pub mod session;
 pub mod timers;

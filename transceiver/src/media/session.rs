@@ -37,6 +37,28 @@ pub struct ClientPath {
     pub via: Option<SocketAddr>,
 }
 
+/// How a transmit leaves the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Straight to the client.
+    Direct,
+    /// Framed, through this relay.
+    Via(SocketAddr),
+    /// No authenticated path leads to the destination: not sent (counted by the loop).
+    Unrouted,
+}
+
+impl From<Option<SocketAddr>> for Route {
+    fn from(via: Option<SocketAddr>) -> Self {
+        via.map_or(Route::Direct, Route::Via)
+    }
+}
+
+/// STUN Binding success response (type 0x0101): str0m's answer to an authenticated check.
+pub fn is_binding_success(bytes: &[u8]) -> bool {
+    bytes.len() >= 20 && bytes[0] == 0x01 && bytes[1] == 0x01
+}
+
 /// Random 128-bit session id, shown as 32 lowercase hex chars.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SessionId(pub u128);
@@ -195,10 +217,12 @@ pub struct Session {
     close_at: Option<Instant>,
     /// Bridge counters already added to the loop's metrics.
     published_bridge: BridgeCounters,
+    /// Authenticated paths: an address and its relay enter (or change) only when str0m answers
+    /// a check that arrived on that path.
     client_addrs: Vec<ClientPath>,
-    /// The path of the latest datagram, so a check's response can be routed before its address
-    /// is authenticated.
-    last_from: Option<ClientPath>,
+    /// The path of the binding request being handled, so str0m's answer goes back the way the
+    /// check came; cleared when the loop has drained the session's output.
+    check_path: Option<ClientPath>,
     state: SessionState,
     end_reason: Option<EndReason>,
     created: Instant,
@@ -269,7 +293,7 @@ impl Session {
             close_at: None,
             published_bridge: BridgeCounters::default(),
             client_addrs: Vec::new(),
-            last_from: None,
+            check_path: None,
             state: SessionState::Connecting,
             end_reason: None,
             created: now,
@@ -303,13 +327,18 @@ impl Session {
         self.client_addrs.iter().map(|p| p.addr)
     }
 
-    /// The relay to send datagrams for `dest` through, or `None` to send directly.
-    fn via_for(&self, dest: SocketAddr) -> Option<SocketAddr> {
+    /// How a transmit reaches its destination: the answer to the check being handled goes
+    /// back on the check's path; everything else only on an authenticated path.
+    fn route_for(&self, t: &Transmit) -> Route {
+        if let Some(check) = self.check_path {
+            if check.addr == t.destination && is_binding_success(&t.contents) {
+                return check.via.into();
+            }
+        }
         self.client_addrs
             .iter()
-            .chain(self.last_from.iter())
-            .find(|p| p.addr == dest)
-            .and_then(|p| p.via)
+            .find(|p| p.addr == t.destination)
+            .map_or(Route::Unrouted, |p| p.via.into())
     }
 
     pub fn counters(&self) -> &SessionCounters {
@@ -327,14 +356,19 @@ impl Session {
             .unwrap_or(source)
     }
 
-    /// Feeds one received datagram to str0m. Returns false if str0m rejected it.
-    pub fn handle_datagram(&mut self, now: Instant, from: ClientPath, bytes: &[u8]) -> bool {
+    /// Feeds one received datagram to str0m. Returns false if str0m rejected it. Nothing here
+    /// changes where replies go: a `binding_request` only lets str0m's answer to it return on
+    /// its path (see [`Session::add_client_addr`] for what an answered check changes).
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: ClientPath,
+        bytes: &[u8],
+        binding_request: bool,
+    ) -> bool {
         let source = from.addr;
-        self.last_from = Some(from);
-        // A known client arriving through another relay (relay restart or failover): answer
-        // through the new one.
-        if let Some(p) = self.client_addrs.iter_mut().find(|p| p.addr == source) {
-            p.via = from.via;
+        if binding_request {
+            self.check_path = Some(from);
         }
         let destination = self.destination_for(source);
         let Ok(receive) = Receive::new(Protocol::Udp, source, destination, bytes) else {
@@ -378,7 +412,17 @@ impl Session {
     pub fn poll(
         &mut self,
         now: Instant,
-        send: &mut dyn FnMut(&Transmit, Option<SocketAddr>),
+        send: &mut dyn FnMut(&Transmit, Route),
+    ) -> Option<Instant> {
+        let next = self.drain_output(now, send);
+        self.check_path = None;
+        next
+    }
+
+    fn drain_output(
+        &mut self,
+        now: Instant,
+        send: &mut dyn FnMut(&Transmit, Route),
     ) -> Option<Instant> {
         loop {
             if self.is_ended() && !self.rtc.is_alive() {
@@ -410,8 +454,8 @@ impl Session {
                 Ok(Output::Transmit(t)) => {
                     self.counters.datagrams_out += 1;
                     self.counters.bytes_out += t.contents.len() as u64;
-                    let via = self.via_for(t.destination);
-                    send(&t, via);
+                    let route = self.route_for(&t);
+                    send(&t, route);
                 }
                 Ok(Output::Event(e)) => self.on_event(now, e),
                 Err(e) => {
@@ -600,17 +644,16 @@ impl Session {
         }
     }
 
-    /// Records a client address that str0m has authenticated; returns an address evicted to
-    /// keep the list bounded.
-    pub fn add_client_addr(&mut self, addr: SocketAddr) -> Option<SocketAddr> {
-        if self.client_addrs.iter().any(|p| p.addr == addr) {
+    /// Records a path on which str0m has answered an authenticated check: a new address, or a
+    /// known address that now arrives through another relay (relay restart or failover), whose
+    /// replies take the new path from now on. Returns an address evicted to keep the list
+    /// bounded.
+    pub fn add_client_addr(&mut self, path: ClientPath) -> Option<SocketAddr> {
+        if let Some(p) = self.client_addrs.iter_mut().find(|p| p.addr == path.addr) {
+            p.via = path.via;
             return None;
         }
-        let via = self
-            .last_from
-            .filter(|p| p.addr == addr)
-            .and_then(|p| p.via);
-        self.client_addrs.push(ClientPath { addr, via });
+        self.client_addrs.push(path);
         if self.client_addrs.len() > MAX_CLIENT_ADDRS {
             return Some(self.client_addrs.remove(0).addr);
         }

@@ -540,6 +540,29 @@ a=rtpmap:111 opus/48000/2\r\n\
 a=fmtp:111 minptime=10;useinbandfec=1\r\n\
 a=ssrc:1001 cname:test\r\n";
 
+/// STUN Binding request with USERNAME = "{server_ufrag}:{client_ufrag}" and a dummy
+/// MESSAGE-INTEGRITY (so a real ufrag would still fail authentication).
+pub fn binding_request(server_ufrag: &str, txid: u32) -> Vec<u8> {
+    let username = format!("{server_ufrag}:abcd");
+    let ulen = username.len();
+    let upad = (4 - ulen % 4) % 4;
+    let attrs_len = 4 + ulen + upad + 4 + 20;
+    let mut m = Vec::with_capacity(20 + attrs_len);
+    m.extend_from_slice(&0x0001u16.to_be_bytes());
+    m.extend_from_slice(&(attrs_len as u16).to_be_bytes());
+    m.extend_from_slice(&0x2112_A442u32.to_be_bytes());
+    m.extend_from_slice(&[0u8; 8]);
+    m.extend_from_slice(&txid.to_be_bytes());
+    m.extend_from_slice(&0x0006u16.to_be_bytes());
+    m.extend_from_slice(&(ulen as u16).to_be_bytes());
+    m.extend_from_slice(username.as_bytes());
+    m.extend(std::iter::repeat_n(0u8, upad));
+    m.extend_from_slice(&0x0008u16.to_be_bytes());
+    m.extend_from_slice(&20u16.to_be_bytes());
+    m.extend_from_slice(&[0x5a; 20]);
+    m
+}
+
 /// Sum of every sample of `name` whose labels contain all of `labels`.
 pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
     text.lines()

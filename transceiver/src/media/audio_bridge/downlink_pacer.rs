@@ -5,16 +5,59 @@
 //! 20 ms frames and Opus-encoded one per tick into the bridge's reusable buffer; an empty queue
 //! sends nothing.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::error::TryRecvError;
 use voxgate_proto::bridge::{downlink, uplink, AudioMode, Cleared, PlaybackProgress, Uplink};
 
-use super::{AudioBridge, BridgeAction, QueuedItem, FRAME, RTP_TICKS_PER_FRAME};
+use super::{AudioBridge, BridgeAction, QueuedItem, FRAME, MAX_OPUS_PACKET, RTP_TICKS_PER_FRAME};
 
-/// Downlink audio the loop holds; beyond it, backend messages wait in the channel (and gRPC
-/// flow control pushes back on the backend).
+/// Downlink audio the loop holds, PCM or Opus; beyond it, backend messages wait in the channel
+/// (and gRPC flow control pushes back on the backend).
 const MAX_QUEUED_DOWNLINK: Duration = Duration::from_secs(30);
+/// Passthrough Opus packets (20 ms each) in [`MAX_QUEUED_DOWNLINK`].
+pub(super) const MAX_QUEUED_OPUS_FRAMES: usize =
+    (MAX_QUEUED_DOWNLINK.as_millis() / FRAME.as_millis()) as usize;
+
+/// Passthrough downlink: Opus packets copied back to back into one byte queue, so the queue
+/// holds at most 30 s × 1500 bytes whatever buffers the backend's messages arrived in (a
+/// `Bytes` kept from a message would pin the message's whole receive buffer).
+#[derive(Default)]
+pub(super) struct OpusQueue {
+    bytes: VecDeque<u8>,
+    lens: VecDeque<u16>,
+}
+
+impl OpusQueue {
+    pub(super) fn len(&self) -> usize {
+        self.lens.len()
+    }
+
+    pub(super) fn is_full(&self) -> bool {
+        self.lens.len() >= MAX_QUEUED_OPUS_FRAMES
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.bytes.clear();
+        self.lens.clear();
+    }
+
+    /// Queues one packet of at most [`MAX_OPUS_PACKET`] bytes (the caller checked).
+    fn push(&mut self, packet: &[u8]) {
+        self.bytes.extend(packet);
+        self.lens.push_back(packet.len() as u16);
+    }
+
+    /// Moves the oldest packet into `out`; returns its length.
+    fn pop_into(&mut self, out: &mut [u8]) -> Option<usize> {
+        let n = usize::from(self.lens.pop_front()?);
+        for (dst, src) in out.iter_mut().zip(self.bytes.drain(..n)) {
+            *dst = src;
+        }
+        Some(n)
+    }
+}
 
 impl AudioBridge {
     pub fn next_tick(&self) -> Option<Instant> {
@@ -25,9 +68,13 @@ impl AudioBridge {
     pub fn poll_downlink(&mut self) -> Option<BridgeAction> {
         loop {
             let owner = self.owner.as_mut()?;
-            if self.down_pcm.len() as u64 >= MAX_QUEUED_DOWNLINK.as_secs() * u64::from(self.rate) {
+            if self.down_pcm.len() as u64 >= MAX_QUEUED_DOWNLINK.as_secs() * u64::from(self.rate)
+                || self.down_opus.is_full()
+            {
+                self.counters.downlink_full_ticks += 1;
                 return None;
             }
+            let passthrough = owner.mode == AudioMode::OpusPassthrough;
             let msg = match owner.downlink.try_recv() {
                 Ok(m) => m,
                 Err(TryRecvError::Empty) => return None,
@@ -37,12 +84,17 @@ impl AudioBridge {
                 }
             };
             match msg.kind {
-                Some(downlink::Kind::Audio(chunk)) => self.queue_pcm(&chunk.pcm, chunk.item_id),
-                Some(downlink::Kind::Opus(p)) => {
-                    if owner.mode == AudioMode::OpusPassthrough {
-                        self.down_opus.push_back(p.data);
-                    }
+                Some(downlink::Kind::Audio(_)) if passthrough => {
+                    self.counters.downlink_wrong_mode += 1
                 }
+                Some(downlink::Kind::Audio(chunk)) => self.queue_pcm(&chunk.pcm, chunk.item_id),
+                Some(downlink::Kind::Opus(_)) if !passthrough => {
+                    self.counters.downlink_wrong_mode += 1
+                }
+                Some(downlink::Kind::Opus(p)) if p.data.len() > MAX_OPUS_PACKET => {
+                    self.counters.downlink_oversize += 1
+                }
+                Some(downlink::Kind::Opus(p)) => self.down_opus.push(&p.data),
                 Some(downlink::Kind::Clear(_)) => self.clear(),
                 Some(downlink::Kind::Data(d)) => return Some(BridgeAction::SendData(d)),
                 Some(downlink::Kind::Hangup(h)) => {
@@ -111,9 +163,7 @@ impl AudioBridge {
             return None;
         }
         let len = if owner.mode == AudioMode::OpusPassthrough {
-            let packet = self.down_opus.pop_front()?;
-            let n = packet.len().min(self.encode_buf.len());
-            self.encode_buf[..n].copy_from_slice(&packet[..n]);
+            let n = self.down_opus.pop_into(&mut self.encode_buf)?;
             self.account_played(960 * u64::from(self.rate) / 48_000);
             n
         } else {

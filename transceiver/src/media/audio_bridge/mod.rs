@@ -11,12 +11,13 @@
 //! the session events it reports.
 
 mod downlink_pacer;
+
+use downlink_pacer::OpusQueue;
 mod uplink_decoder;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use tokio::sync::mpsc::{self, error::TrySendError};
 use voxgate_proto::bridge::{
     session_event, uplink, AudioMode, DataMessage, Downlink, SessionEvent, Uplink,
@@ -28,6 +29,7 @@ use crate::metrics::{BridgeCounters, HandoffHistogram};
 pub const FRAME: Duration = Duration::from_millis(20);
 /// RTP clock ticks per frame (48 kHz clock for Opus).
 pub const RTP_TICKS_PER_FRAME: u32 = 960;
+/// Largest Opus packet sent or taken from a backend (RFC 6716 allows 1275 bytes per frame).
 const MAX_OPUS_PACKET: usize = 1500;
 
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +104,7 @@ pub struct AudioBridge {
     last_rtp_seq: Option<u64>,
     frame_seq: u64,
     down_pcm: VecDeque<i16>,
-    down_opus: VecDeque<Bytes>,
+    down_opus: OpusQueue,
     items: VecDeque<QueuedItem>,
     current_item: Option<(String, u64)>,
     played_samples: u64,
@@ -136,7 +138,7 @@ impl AudioBridge {
             last_rtp_seq: None,
             frame_seq: 0,
             down_pcm: VecDeque::new(),
-            down_opus: VecDeque::new(),
+            down_opus: OpusQueue::default(),
             items: VecDeque::new(),
             current_item: None,
             played_samples: 0,
@@ -184,6 +186,13 @@ impl AudioBridge {
     }
 
     pub fn tap_count(&self) -> usize {
+        self.taps.len()
+    }
+
+    /// Taps whose subscriber is still there (gone ones are dropped first, so a client that
+    /// hangs up its taps can open new ones).
+    pub fn live_tap_count(&mut self) -> usize {
+        self.taps.retain(|t| !t.is_closed());
         self.taps.len()
     }
 
