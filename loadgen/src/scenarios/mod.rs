@@ -10,4 +10,5 @@ pub mod micro;
 pub mod peers;
 pub mod relay;
 pub mod setup;
+pub mod soak;
 pub mod via_relay;

@@ -25,6 +25,11 @@ pub struct Plan {
     pub modes: Vec<String>,
     /// Run the latency comparison of the relay against the direct path and the forwarder.
     pub relay_latency_baselines: bool,
+    /// Length of the soak (0: none) and its concurrent sessions per wave.
+    #[serde(default)]
+    pub soak_secs: f64,
+    #[serde(default)]
+    pub soak_wave: usize,
 }
 
 impl Plan {
@@ -46,6 +51,8 @@ impl Plan {
                 perf_secs: 0.0,
                 modes: vec!["pcm".into()],
                 relay_latency_baselines: false,
+                soak_secs: 3.0,
+                soak_wave: 3,
             },
             Profile::Quick => Plan {
                 reps: 1,
@@ -63,6 +70,8 @@ impl Plan {
                 perf_secs: 4.0,
                 modes: vec!["pcm".into(), "passthrough".into()],
                 relay_latency_baselines: true,
+                soak_secs: 120.0,
+                soak_wave: 50,
             },
             Profile::Full => Plan {
                 reps: 3,
@@ -82,6 +91,8 @@ impl Plan {
                 perf_secs: 10.0,
                 modes: vec!["pcm".into(), "passthrough".into()],
                 relay_latency_baselines: true,
+                soak_secs: 600.0,
+                soak_wave: 50,
             },
         }
     }
