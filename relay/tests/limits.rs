@@ -229,6 +229,24 @@ impl Netns {
         for prefix in ["2001:db8:66::/64", "2001:db8:77::/64"] {
             ns.ip(&["-6", "route", "add", "local", prefix, "dev", "lo"]);
         }
+        // IPv6 binds only configured addresses unless non-local binds are allowed (a
+        // per-namespace setting: nothing outside changes).
+        let status = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns.0,
+                "sysctl",
+                "-qw",
+                "net.ipv6.ip_nonlocal_bind=1",
+            ])
+            .status()
+            .expect("sysctl(8) must be installed (procps)");
+        assert!(
+            status.success(),
+            "cannot allow non-local IPv6 binds in {}",
+            ns.0
+        );
         ns
     }
 
