@@ -145,8 +145,8 @@ pub fn sum(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .filter_map(split_line)
         .filter(|(n, _, _)| *n == name)
-        .map(|(_, _, v)| v.parse::<f64>().ok())
-        .sum()
+        .filter_map(|(_, _, v)| v.parse::<f64>().ok())
+        .fold(None, |total, v| Some(total.unwrap_or(0.0) + v))
 }
 
 /// Reads `name` from `url` (a `/metrics` endpoint). Errors are `None`: a missing metric

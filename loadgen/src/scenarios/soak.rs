@@ -357,3 +357,61 @@ pub fn section(md: &mut String, soak: Option<&SoakResult>) {
     }
     let _ = writeln!(md);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(rss_kib: u64, fds: u64) -> ProcState {
+        ProcState { rss_kib, fds }
+    }
+
+    #[test]
+    fn section_says_which_figures_came_back_to_their_baseline() {
+        let r = SoakResult {
+            secs: 120.0,
+            wave: 50,
+            waves: 24,
+            sessions: 1200,
+            connected: 1199,
+            reserved_metric: ACTIVE.into(),
+            baseline: Snapshot {
+                transceiver: state(50_000, 40),
+                relay: state(10_000, 12),
+                reserved: Some(0.0),
+                relay_flows: Some(0.0),
+            },
+            end: Snapshot {
+                transceiver: state(51_000, 40),
+                relay: state(20_000, 13),
+                reserved: Some(0.0),
+                relay_flows: Some(3.0),
+            },
+            drained_after_secs: None,
+            ..SoakResult::default()
+        };
+        let mut md = String::new();
+        section(&mut md, Some(&r));
+        let row = |name: &str| {
+            md.lines()
+                .find(|l| l.starts_with(&format!("| {name} |")))
+                .unwrap_or_else(|| panic!("no row {name} in\n{md}"))
+                .to_string()
+        };
+        assert!(
+            row("transceiver RSS KiB").ends_with("| yes (+2.0 %) |"),
+            "{md}"
+        );
+        assert!(
+            row("relay RSS KiB").ends_with("| **no** (+100.0 %) |"),
+            "{md}"
+        );
+        assert!(row("reserved slots").ends_with("| yes |"), "{md}");
+        assert!(row("relay flows").ends_with("| **no** |"), "{md}");
+        assert!(row("transceiver open fds").ends_with("| yes |"), "{md}");
+        assert!(row("relay open fds").ends_with("| **no** |"), "{md}");
+        assert!(md.contains("1,200 sessions"), "{md}");
+        assert!(md.contains("**not** within 40 s"), "{md}");
+        assert!(md.contains("`voxgate_sessions_active`"), "{md}");
+    }
+}
