@@ -293,46 +293,27 @@ pub fn section(md: &mut String, soak: Option<&SoakResult>) {
         "| figure | baseline | end | change | back to baseline |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|");
-    let (b, e) = (&r.baseline, &r.end);
-    let rows: [(&str, f64, f64, bool); 6] = [
+    type Pick = fn(&Snapshot) -> Option<f64>;
+    // (figure, how to read it, whether it must come back exactly)
+    let rows: [(&str, Pick, bool); 6] = [
         (
             "transceiver RSS KiB",
-            b.transceiver.rss_kib as f64,
-            e.transceiver.rss_kib as f64,
+            |x| Some(x.transceiver.rss_kib as f64),
             false,
         ),
-        (
-            "relay RSS KiB",
-            b.relay.rss_kib as f64,
-            e.relay.rss_kib as f64,
-            false,
-        ),
-        (
-            "reserved slots",
-            b.reserved.unwrap_or(f64::NAN),
-            e.reserved.unwrap_or(f64::NAN),
-            true,
-        ),
-        (
-            "relay flows",
-            b.relay_flows.unwrap_or(f64::NAN),
-            e.relay_flows.unwrap_or(f64::NAN),
-            true,
-        ),
+        ("relay RSS KiB", |x| Some(x.relay.rss_kib as f64), false),
+        ("reserved slots", |x| x.reserved, true),
+        ("relay flows", |x| x.relay_flows, true),
         (
             "transceiver open fds",
-            b.transceiver.fds as f64,
-            e.transceiver.fds as f64,
+            |x| Some(x.transceiver.fds as f64),
             true,
         ),
-        (
-            "relay open fds",
-            b.relay.fds as f64,
-            e.relay.fds as f64,
-            true,
-        ),
+        ("relay open fds", |x| Some(x.relay.fds as f64), true),
     ];
-    for (name, before, after, exact) in rows {
+    for (name, pick, exact) in rows {
+        let before = pick(&r.baseline).unwrap_or(f64::NAN);
+        let after = pick(&r.end).unwrap_or(f64::NAN);
         let change = after - before;
         let verdict = if !before.is_finite() || !after.is_finite() {
             "–".to_string()
