@@ -615,7 +615,7 @@ impl FlowTable {
         if minted > wall + HINT_CLOCK_SKEW {
             return Err(DropReason::HintFromFuture);
         }
-        if wall.saturating_sub(minted) > self.cfg.hint_max_age + HINT_CLOCK_SKEW {
+        if wall.saturating_sub(minted) > self.cfg.hint_max_age.saturating_add(HINT_CLOCK_SKEW) {
             return Err(DropReason::HintExpired);
         }
         Ok(())

@@ -75,6 +75,8 @@ pub struct SoakResult {
     /// The transceiver metric read for reserved slots: `voxgate_sessions_reserved`, or
     /// `voxgate_sessions_active` where the transceiver does not have it.
     pub reserved_metric: String,
+    /// The baseline was taken after a warm-up wave (not in the smoke profile).
+    pub warmed_up: bool,
     pub baseline: Snapshot,
     pub end: Snapshot,
     /// Seconds after the last wave until flows and slots were back (None: not within the
@@ -122,7 +124,8 @@ fn soak<R: Ledger>(s: &mut Runner<R>) -> anyhow::Result<SoakResult> {
         ..SoakResult::default()
     };
     // Warm-up, then the baseline once it has drained.
-    if s.args.profile != Profile::Smoke {
+    r.warmed_up = s.args.profile != Profile::Smoke;
+    if r.warmed_up {
         one_wave(s, &t, wave, &mut SoakResult::default())?;
         let idle_state = Snapshot {
             reserved: Some(0.0),
@@ -272,8 +275,8 @@ pub fn section(md: &mut String, soak: Option<&SoakResult>) {
         md,
         "Soak: waves of {} concurrent sessions created and ended through the relay for {:.0} s ({} waves, {} sessions \
          signaled, {} connected, {} failed), each wave with a backend that stays and one killed halfway ({} attached, \
-         {} killed). Baseline after a warm-up wave; end after the last wave, once flows and slots came back{}. Reserved \
-         slots read from `{}`.\n",
+         {} killed). Baseline {}; end after the last wave, once flows and slots came back{}. Reserved slots read \
+         from `{}`.\n",
         r.wave,
         r.secs,
         r.waves,
@@ -282,6 +285,11 @@ pub fn section(md: &mut String, soak: Option<&SoakResult>) {
         r.failed,
         r.backends_attached,
         r.backends_killed,
+        if r.warmed_up {
+            "after a warm-up wave"
+        } else {
+            "before the first session (no warm-up: RSS growth includes first-use allocations)"
+        },
         match r.drained_after_secs {
             Some(s) => format!(" ({s:.1} s after the last wave)"),
             None => format!(" (**not** within {} s)", DRAIN_TIMEOUT.as_secs()),

@@ -531,6 +531,18 @@ fn a_hint_expires_as_the_clock_advances_but_its_flow_lives_on() {
 }
 
 #[test]
+fn a_max_age_too_large_to_add_means_no_expiry_not_a_panic() {
+    let mut c = cfg();
+    c.hint_max_age = Duration::MAX;
+    let mut t = table(c);
+    let dg = check_for(&hint_minted(OWN_CLUSTER, loop_addr(), 9, 0));
+    assert!(matches!(
+        t.on_client_datagram(Instant::now(), client(1), &dg),
+        Verdict::Forward { .. }
+    ));
+}
+
+#[test]
 fn without_a_wall_clock_no_hint_can_be_judged_and_none_opens_a_flow() {
     let mut t = FlowTable::new(cfg());
     let dg = check_for(&hint_for(OWN_CLUSTER, loop_addr(), 5));
