@@ -12,11 +12,15 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion};
 use voxgate_loadgen::stun_probe::binding_request;
 use voxgate_proto::{
-    decode, mint, server_ufrag, Direction, FleetKey, Keyring, RelayHeader, RoutingHint,
+    decode, mint, server_ufrag, Direction, FleetKey, Keyring, MintTime, RelayHeader, RoutingHint,
 };
 
 fn key() -> FleetKey {
     FleetKey::new(1, [0x42; 32])
+}
+
+fn minted() -> MintTime {
+    MintTime::from_unix_secs(1_704_067_200)
 }
 
 fn hint_v4() -> RoutingHint {
@@ -34,7 +38,7 @@ fn hint_v6() -> RoutingHint {
 }
 
 fn stun_username(c: &mut Criterion) {
-    let ufrag = mint(&key(), &hint_v4(), [9; 12]);
+    let ufrag = mint(&key(), &hint_v4(), minted(), [9; 12]);
     let msg = binding_request(format!("{ufrag}:Xy12").as_bytes(), [1; 12]);
     c.bench_function("stun_username/server_ufrag", |b| {
         b.iter(|| server_ufrag(black_box(&msg)).map(|u| u.len()))
@@ -43,8 +47,8 @@ fn stun_username(c: &mut Criterion) {
 
 fn hint(c: &mut Criterion) {
     let ring = Keyring::new(key());
-    let v4 = mint(&key(), &hint_v4(), [9; 12]);
-    let v6 = mint(&key(), &hint_v6(), [9; 12]);
+    let v4 = mint(&key(), &hint_v4(), minted(), [9; 12]);
+    let v6 = mint(&key(), &hint_v6(), minted(), [9; 12]);
     let mut forged = v4.clone().into_bytes();
     forged[30] = if forged[30] == b'A' { b'B' } else { b'A' };
     c.bench_function("hint/decode_v4", |b| {
@@ -57,7 +61,7 @@ fn hint(c: &mut Criterion) {
         b.iter(|| decode(&ring, black_box(&forged)))
     });
     c.bench_function("hint/mint_v4", |b| {
-        b.iter(|| mint(&key(), black_box(&hint_v4()), [9; 12]))
+        b.iter(|| mint(&key(), black_box(&hint_v4()), minted(), [9; 12]))
     });
 }
 
@@ -97,7 +101,7 @@ fn demux(c: &mut Criterion) {
     for i in 0..1000u32 {
         let mut nonce = [0u8; 12];
         nonce[..4].copy_from_slice(&i.to_be_bytes());
-        let u = mint(&key(), &hint_v4(), nonce);
+        let u = mint(&key(), &hint_v4(), minted(), nonce);
         by_ufrag.insert(u.as_bytes().into(), i as usize);
         ufrags.push(u);
         let addr = SocketAddr::from(([127, 0, 0, 1], 20_000 + i as u16));

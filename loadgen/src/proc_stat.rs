@@ -1,5 +1,5 @@
 //! What the kernel accounts to a process: CPU time (`/proc/<pid>/stat` utime + stime, all
-//! threads) and resident memory (`/proc/<pid>/status` VmRSS). Reading another process's
+//! threads), resident memory (`/proc/<pid>/status` VmRSS) and open file descriptors. Reading another process's
 //! accounting is how a benchmark charges the server only for its own work, never for the load
 //! generator sharing the machine.
 
@@ -19,6 +19,11 @@ pub fn rss_kib(pid: u32) -> io::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     parse_status_kib(&status, "VmRSS:")
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmRSS in /proc status"))
+}
+
+/// File descriptors the process has open (entries of `/proc/<pid>/fd`).
+pub fn open_fds(pid: u32) -> io::Result<u64> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64)
 }
 
 /// CPU time of the calling thread only (for in-process measurements such as the codec floor).

@@ -139,6 +139,16 @@ pub fn quantile(buckets: &[(f64, u64)], q: f64) -> Option<(f64, f64)> {
     Some((lower.0, f64::INFINITY))
 }
 
+/// The sum of every series of gauge or counter `name` (e.g. over the `loop` or `worker`
+/// label); `None` when the text has none.
+pub fn sum(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter_map(split_line)
+        .filter(|(n, _, _)| *n == name)
+        .filter_map(|(_, _, v)| v.parse::<f64>().ok())
+        .fold(None, |total, v| Some(total.unwrap_or(0.0) + v))
+}
+
 /// Reads `name` from `url` (a `/metrics` endpoint). Errors are `None`: a missing metric
 /// leaves the report's column empty rather than failing the run.
 pub fn scrape(http: &reqwest::blocking::Client, url: &str, name: &str) -> Option<Histogram> {
@@ -270,6 +280,13 @@ mod tests {
         assert_eq!(quantile(&b, 0.5), Some((0.025, f64::INFINITY)));
         assert_eq!(quantile(&cumulative(&[0; 11]), 0.5), None);
         assert_eq!(quantile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn sum_adds_every_series_of_a_gauge_and_only_it() {
+        let text = "# TYPE g gauge\ng{loop=\"0\"} 3\ng{loop=\"1\"} 4\ng_other 100\n";
+        assert_eq!(sum(text, "g"), Some(7.0));
+        assert_eq!(sum(text, "missing"), None);
     }
 
     #[test]

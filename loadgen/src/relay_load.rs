@@ -31,7 +31,7 @@ use anyhow::{bail, Context as _};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use voxgate_proto::{
-    is_relay_framed, looks_like_stun, mint, Direction, FleetKey, RelayHeader, RoutingHint,
+    is_relay_framed, looks_like_stun, mint, Direction, FleetKey, MintTime, RelayHeader, RoutingHint,
 };
 
 use crate::addr_arg::parse_addr;
@@ -275,7 +275,8 @@ fn open_flows(a: &FlowsArgs, sink: SocketAddr) -> anyhow::Result<Vec<Flow>> {
                 let mut nonce = [0u8; 12];
                 nonce[..8].copy_from_slice(&(i as u64).to_be_bytes());
                 nonce[8..].copy_from_slice(&std::process::id().to_be_bytes());
-                let ufrag = mint(key.as_ref().expect("relay key"), &hint, nonce);
+                let minted = MintTime::from_system_time(std::time::SystemTime::now());
+                let ufrag = mint(key.as_ref().expect("relay key"), &hint, minted, nonce);
                 let probe = binding_request(format!("{ufrag}:lg{i}").as_bytes(), txid);
                 let mut ok = false;
                 for _ in 0..5 {

@@ -15,11 +15,11 @@
 //!
 //! | offset | len | field |
 //! |---|---|---|
-//! | 0 | 1 | version, `1` |
+//! | 0 | 1 | version: `2` (minted), or `1` (decoded only, see below) |
 //! | 1 | 1 | key id of the fleet key used (in clear, for rotation) |
 //! | 2 | 12 | nonce: per-session randomness supplied by the minter |
-//! | 14 | 11 or 23 | ciphertext: ChaCha20-Poly1305(key, nonce, aad = `[version, key_id]`, plaintext) |
-//! | 25 or 37 | 16 | Poly1305 tag |
+//! | 14 | 15 or 27 | ciphertext: ChaCha20-Poly1305(key, nonce, aad = `[version, key_id]`, plaintext) |
+//! | 29 or 41 | 16 | Poly1305 tag |
 //!
 //! `plaintext`, byte by byte:
 //!
@@ -29,16 +29,31 @@
 //! | 4 | 1 | address family: `4` or `6` |
 //! | 5 | 4 or 16 | IP address of the owning transceiver loop, network order |
 //! | 9 or 21 | 2 | UDP port of that loop, u16 big-endian |
+//! | 11 or 23 | 4 | mint time: whole minutes since the Unix epoch (UTC), u32 big-endian |
 //!
-//! So `raw` is 41 bytes for IPv4 (ufrag: 55 chars) and 53 bytes for IPv6 (ufrag: 71 chars).
+//! So `raw` is 45 bytes for IPv4 (ufrag: 60 chars) and 57 bytes for IPv6 (ufrag: 76 chars).
 //! The family byte must agree with the length. IPv6 flow info and scope id are not carried
-//! (they decode as 0). The length reveals the address family, nothing else.
+//! (they decode as 0). The length reveals the address family, nothing else: the mint time is
+//! encrypted like the address, so the ufrag does not tell an observer when it was minted.
+//!
+//! The mint time is coarse (minutes) on purpose: it only has to let relays stop routing old
+//! ufrags (`--hint-max-age-secs`, hours), and a u32 of minutes lasts for 8,000 years.
+//!
+//! ## Version 1
+//!
+//! Version 1 is version 2 without the mint time: plaintext of 11 or 23 bytes, `raw` of 41 or
+//! 53 bytes (ufrag: 55 or 71 chars), version byte `1`. This crate never mints it but still
+//! decodes it ([`decode_timed`] reports no mint time), so relays can be upgraded before the
+//! transceivers that mint; whether an untimed hint may route is the relay's policy. Versions
+//! and lengths never overlap, and the version byte is authenticated (it is in the AAD), so a
+//! version 2 hint cannot be passed off as version 1 by stripping its mint time.
 //!
 //! The nonce must not repeat under one key: callers draw it from a CSPRNG per mint (96 random
 //! bits make a collision negligible at any realistic session count).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::STANDARD_NO_PAD;
 use base64::{DecodeError, DecodeSliceError, Engine as _};
@@ -51,20 +66,31 @@ pub const NONCE_LEN: usize = 12;
 /// Upper bound of a minted ufrag's length (the IPv6 form).
 pub const MAX_UFRAG_LEN: usize = UFRAG_V6_LEN;
 
-/// The only hint version this crate mints and accepts.
-const VERSION: u8 = 1;
+/// The hint version this crate mints: carries a mint time.
+const VERSION: u8 = 2;
+/// The legacy version without a mint time: decoded, never minted.
+const VERSION_UNTIMED: u8 = 1;
 const PREFIX_LEN: usize = 2 + NONCE_LEN;
 const TAG_LEN: usize = 16;
-const PLAINTEXT_V4_LEN: usize = 4 + 1 + 4 + 2;
-const PLAINTEXT_V6_LEN: usize = 4 + 1 + 16 + 2;
-const PLAINTEXT_MAX_LEN: usize = PLAINTEXT_V6_LEN;
-const RAW_V4_LEN: usize = PREFIX_LEN + PLAINTEXT_V4_LEN + TAG_LEN;
-const RAW_V6_LEN: usize = PREFIX_LEN + PLAINTEXT_V6_LEN + TAG_LEN;
+const MINT_TIME_LEN: usize = 4;
+const ROUTE_V4_LEN: usize = 4 + 1 + 4 + 2;
+const ROUTE_V6_LEN: usize = 4 + 1 + 16 + 2;
+const PLAINTEXT_MAX_LEN: usize = ROUTE_V6_LEN + MINT_TIME_LEN;
+const RAW_V4_LEN: usize = PREFIX_LEN + ROUTE_V4_LEN + MINT_TIME_LEN + TAG_LEN;
+const RAW_V6_LEN: usize = PREFIX_LEN + ROUTE_V6_LEN + MINT_TIME_LEN + TAG_LEN;
+const RAW_UNTIMED_V4_LEN: usize = PREFIX_LEN + ROUTE_V4_LEN + TAG_LEN;
+const RAW_UNTIMED_V6_LEN: usize = PREFIX_LEN + ROUTE_V6_LEN + TAG_LEN;
 const RAW_MAX_LEN: usize = RAW_V6_LEN;
 const UFRAG_V4_LEN: usize = b64_len(RAW_V4_LEN);
 const UFRAG_V6_LEN: usize = b64_len(RAW_V6_LEN);
 // The lengths the module docs promise (and that ICE allows: 4..=256).
-const _: () = assert!(UFRAG_V4_LEN == 55 && UFRAG_V6_LEN == 71 && RAW_V6_LEN <= DECODE_SCRATCH_LEN);
+const _: () = assert!(
+    UFRAG_V4_LEN == 60
+        && UFRAG_V6_LEN == 76
+        && b64_len(RAW_UNTIMED_V4_LEN) == 55
+        && b64_len(RAW_UNTIMED_V6_LEN) == 71
+        && RAW_V6_LEN <= DECODE_SCRATCH_LEN
+);
 const FAMILY_V4: u8 = 4;
 const FAMILY_V6: u8 = 6;
 
@@ -203,6 +229,49 @@ pub struct RoutingHint {
     pub loop_addr: SocketAddr,
 }
 
+/// When a hint was minted: whole minutes since the Unix epoch (UTC). Coarse on purpose; see
+/// the module docs. The crate reads no clock: the minter passes the time in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MintTime(u32);
+
+impl MintTime {
+    /// From seconds since the Unix epoch, rounded down to the minute (saturating in the year
+    /// 10,000).
+    pub fn from_unix_secs(secs: u64) -> Self {
+        Self(u32::try_from(secs / 60).unwrap_or(u32::MAX))
+    }
+
+    /// From whole minutes since the Unix epoch.
+    pub fn from_unix_minutes(minutes: u32) -> Self {
+        Self(minutes)
+    }
+
+    /// From a wall-clock time; times before the epoch become the epoch.
+    pub fn from_system_time(t: SystemTime) -> Self {
+        Self::from_unix_secs(t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+    }
+
+    /// Whole minutes since the Unix epoch.
+    pub fn unix_minutes(self) -> u32 {
+        self.0
+    }
+
+    /// The start of the minute, in seconds since the Unix epoch.
+    pub fn unix_secs(self) -> u64 {
+        u64::from(self.0) * 60
+    }
+}
+
+/// An authenticated hint with what the relay needs to judge it: the route, and when it was
+/// minted (`None` for a version 1 hint, which carries no mint time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DecodedHint {
+    /// Where the session lives.
+    pub route: RoutingHint,
+    /// When the hint was minted, if its version carries it.
+    pub minted: Option<MintTime>,
+}
+
 /// Why a ufrag is not a valid routing hint. All variants mean "drop, create no state".
 #[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
 pub enum HintError {
@@ -240,13 +309,19 @@ impl HintError {
     }
 }
 
-/// Mint the server ICE ufrag for a session. `nonce` is per-session randomness from the
-/// caller (the crate has no RNG); it must not repeat under the same key.
+/// Mint the server ICE ufrag for a session, minted at `minted` (the minter's wall clock,
+/// e.g. `MintTime::from_system_time(SystemTime::now())`). `nonce` is per-session randomness
+/// from the caller (the crate has no RNG); it must not repeat under the same key.
 ///
-/// The result uses only ICE characters and is 55 (IPv4) or 71 (IPv6) characters long.
-pub fn mint(key: &FleetKey, hint: &RoutingHint, nonce: [u8; NONCE_LEN]) -> String {
+/// The result uses only ICE characters and is 60 (IPv4) or 76 (IPv6) characters long.
+pub fn mint(
+    key: &FleetKey,
+    hint: &RoutingHint,
+    minted: MintTime,
+    nonce: [u8; NONCE_LEN],
+) -> String {
     let mut out = [0u8; MAX_UFRAG_LEN];
-    let n = mint_into(key, hint, nonce, &mut out);
+    let n = mint_into(key, hint, minted, nonce, &mut out);
     // The base64 alphabet is ASCII, so every byte maps to one char.
     out[..n].iter().map(|&b| char::from(b)).collect()
 }
@@ -259,17 +334,44 @@ pub fn mint(key: &FleetKey, hint: &RoutingHint, nonce: [u8; NONCE_LEN]) -> Strin
 pub fn mint_into(
     key: &FleetKey,
     hint: &RoutingHint,
+    minted: MintTime,
+    nonce: [u8; NONCE_LEN],
+    out: &mut [u8],
+) -> usize {
+    seal(key, VERSION, hint, Some(minted), nonce, out)
+}
+
+/// Mint a **version 1** ufrag (no mint time: it never expires at relays that accept it). Only
+/// for testing how relays treat hints from a fleet that has not been upgraded yet; production
+/// minters use [`mint`].
+pub fn mint_untimed(key: &FleetKey, hint: &RoutingHint, nonce: [u8; NONCE_LEN]) -> String {
+    let mut out = [0u8; MAX_UFRAG_LEN];
+    let n = seal(key, VERSION_UNTIMED, hint, None, nonce, &mut out);
+    out[..n].iter().map(|&b| char::from(b)).collect()
+}
+
+/// Builds `raw` for `version` (the mint time is written iff `minted` is given) and encodes it
+/// into `out`; returns the number of bytes written.
+fn seal(
+    key: &FleetKey,
+    version: u8,
+    hint: &RoutingHint,
+    minted: Option<MintTime>,
     nonce: [u8; NONCE_LEN],
     out: &mut [u8],
 ) -> usize {
     let mut raw = [0u8; RAW_MAX_LEN];
-    raw[0] = VERSION;
+    raw[0] = version;
     raw[1] = key.id;
     raw[2..PREFIX_LEN].copy_from_slice(&nonce);
 
-    let pt_len = write_plaintext(hint, &mut raw[PREFIX_LEN..PREFIX_LEN + PLAINTEXT_MAX_LEN]);
+    let pt_len = write_plaintext(
+        hint,
+        minted,
+        &mut raw[PREFIX_LEN..PREFIX_LEN + PLAINTEXT_MAX_LEN],
+    );
     let (head, rest) = raw.split_at_mut(PREFIX_LEN);
-    let aad = [VERSION, key.id];
+    let aad = [version, key.id];
     let tag = key
         .cipher()
         .encrypt_in_place_detached(Nonce::from_slice(&nonce), &aad, &mut rest[..pt_len])
@@ -289,7 +391,7 @@ pub fn mint_into(
 }
 
 /// Writes the plaintext into `out` (at least `PLAINTEXT_MAX_LEN` bytes); returns its length.
-fn write_plaintext(hint: &RoutingHint, out: &mut [u8]) -> usize {
+fn write_plaintext(hint: &RoutingHint, minted: Option<MintTime>, out: &mut [u8]) -> usize {
     out[0..4].copy_from_slice(&hint.cluster_id.to_be_bytes());
     let ip_end = match hint.loop_addr.ip() {
         IpAddr::V4(ip) => {
@@ -304,13 +406,28 @@ fn write_plaintext(hint: &RoutingHint, out: &mut [u8]) -> usize {
         }
     };
     out[ip_end..ip_end + 2].copy_from_slice(&hint.loop_addr.port().to_be_bytes());
-    ip_end + 2
+    let route_end = ip_end + 2;
+    match minted {
+        Some(t) => {
+            out[route_end..route_end + MINT_TIME_LEN].copy_from_slice(&t.0.to_be_bytes());
+            route_end + MINT_TIME_LEN
+        }
+        None => route_end,
+    }
 }
 
-/// Decode and verify a ufrag (the raw bytes as they appear in the STUN USERNAME).
+/// Decode and verify a ufrag (the raw bytes as they appear in the STUN USERNAME): the route
+/// only. A relay deciding whether to route uses [`decode_timed`], which also says how old the
+/// hint is.
+pub fn decode(keys: &Keyring, ufrag: &[u8]) -> Result<RoutingHint, HintError> {
+    decode_timed(keys, ufrag).map(|d| d.route)
+}
+
+/// Decode and verify a ufrag (the raw bytes as they appear in the STUN USERNAME), version 2
+/// or 1, with its mint time (`None` for version 1).
 ///
 /// Zero allocation: everything happens in stack buffers. Never panics.
-pub fn decode(keys: &Keyring, ufrag: &[u8]) -> Result<RoutingHint, HintError> {
+pub fn decode_timed(keys: &Keyring, ufrag: &[u8]) -> Result<DecodedHint, HintError> {
     if ufrag.len() > ICE_UFRAG_MAX {
         return Err(HintError::BadLength);
     }
@@ -324,18 +441,21 @@ pub fn decode(keys: &Keyring, ufrag: &[u8]) -> Result<RoutingHint, HintError> {
         })?;
     let raw = scratch.get(..raw_len).ok_or(HintError::BadLength)?;
 
-    match raw.first() {
+    let version = match raw.first() {
         None => return Err(HintError::BadLength),
-        Some(&VERSION) => {}
+        Some(&v @ (VERSION | VERSION_UNTIMED)) => v,
         Some(_) => return Err(HintError::UnknownVersion),
-    }
-    let (family, pt_len) = match raw.len() {
-        RAW_V4_LEN => (FAMILY_V4, PLAINTEXT_V4_LEN),
-        RAW_V6_LEN => (FAMILY_V6, PLAINTEXT_V6_LEN),
+    };
+    let timed = version == VERSION;
+    let (family, pt_len) = match (timed, raw.len()) {
+        (true, RAW_V4_LEN) => (FAMILY_V4, ROUTE_V4_LEN + MINT_TIME_LEN),
+        (true, RAW_V6_LEN) => (FAMILY_V6, ROUTE_V6_LEN + MINT_TIME_LEN),
+        (false, RAW_UNTIMED_V4_LEN) => (FAMILY_V4, ROUTE_V4_LEN),
+        (false, RAW_UNTIMED_V6_LEN) => (FAMILY_V6, ROUTE_V6_LEN),
         _ => return Err(HintError::BadLength),
     };
     let key_id = raw[1];
-    let aad = [VERSION, key_id];
+    let aad = [version, key_id];
     let mut nonce = [0u8; NONCE_LEN];
     nonce.copy_from_slice(&raw[2..PREFIX_LEN]);
     let mut tag = [0u8; TAG_LEN];
@@ -356,11 +476,22 @@ pub fn decode(keys: &Keyring, ufrag: &[u8]) -> Result<RoutingHint, HintError> {
     if !verified {
         return Err(HintError::AuthFailed);
     }
-    read_plaintext(pt, family)
+    let (route_pt, minted) = if timed {
+        let (route_pt, time) = pt
+            .split_last_chunk::<MINT_TIME_LEN>()
+            .ok_or(HintError::BadLength)?;
+        (route_pt, Some(MintTime(u32::from_be_bytes(*time))))
+    } else {
+        (&pt[..], None)
+    };
+    Ok(DecodedHint {
+        route: read_route(route_pt, family)?,
+        minted,
+    })
 }
 
-/// Parses an authenticated plaintext whose length matches `family`.
-fn read_plaintext(pt: &[u8], family: u8) -> Result<RoutingHint, HintError> {
+/// Parses the route part of an authenticated plaintext whose length matches `family`.
+fn read_route(pt: &[u8], family: u8) -> Result<RoutingHint, HintError> {
     let (&[c0, c1, c2, c3, fam], rest) = pt.split_first_chunk::<5>().ok_or(HintError::BadLength)?;
     if fam != family {
         return Err(HintError::BadAddress);
@@ -427,24 +558,30 @@ mod tests {
         std::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8))
     }
 
+    /// A mint time: 2024-01-01T00:00Z.
+    fn at() -> MintTime {
+        MintTime::from_unix_secs(1_704_067_200)
+    }
+
     fn is_ice_char(b: u8) -> bool {
         b.is_ascii_alphanumeric() || b == b'+' || b == b'/'
     }
 
     #[test]
     fn layout_lengths_match_the_documented_format() {
-        assert_eq!(RAW_V4_LEN, 41);
-        assert_eq!(RAW_V6_LEN, 53);
-        assert_eq!(UFRAG_V4_LEN, 55);
-        assert_eq!(UFRAG_V6_LEN, 71);
-        assert_eq!(MAX_UFRAG_LEN, 71);
+        assert_eq!(RAW_V4_LEN, 45);
+        assert_eq!(RAW_V6_LEN, 57);
+        assert_eq!(UFRAG_V4_LEN, 60);
+        assert_eq!(UFRAG_V6_LEN, 76);
+        assert_eq!(MAX_UFRAG_LEN, 76);
+        assert_eq!((RAW_UNTIMED_V4_LEN, RAW_UNTIMED_V6_LEN), (41, 53));
     }
 
     #[test]
     fn v4_hint_round_trips_for_extreme_cluster_ids() {
         for cluster_id in [0, 1, 0x8000_0000, u32::MAX] {
             let hint = v4_hint(cluster_id);
-            let ufrag = mint(&key(), &hint, nonce(1));
+            let ufrag = mint(&key(), &hint, at(), nonce(1));
             assert_eq!(ufrag.len(), UFRAG_V4_LEN);
             assert_eq!(decode(&ring(), ufrag.as_bytes()), Ok(hint));
         }
@@ -454,7 +591,7 @@ mod tests {
     fn v6_hint_round_trips_for_extreme_cluster_ids() {
         for cluster_id in [0, 1, 0x8000_0000, u32::MAX] {
             let hint = v6_hint(cluster_id);
-            let ufrag = mint(&key(), &hint, nonce(2));
+            let ufrag = mint(&key(), &hint, at(), nonce(2));
             assert_eq!(ufrag.len(), UFRAG_V6_LEN);
             assert_eq!(decode(&ring(), ufrag.as_bytes()), Ok(hint));
         }
@@ -466,7 +603,7 @@ mod tests {
             cluster_id: 9,
             loop_addr: "[::ffff:10.0.0.1]:4000".parse().unwrap(),
         };
-        let ufrag = mint(&key(), &hint, nonce(3));
+        let ufrag = mint(&key(), &hint, at(), nonce(3));
         assert_eq!(decode(&ring(), ufrag.as_bytes()), Ok(hint));
     }
 
@@ -476,7 +613,7 @@ mod tests {
             cluster_id: 1,
             loop_addr: SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 9, 77, 3)),
         };
-        let ufrag = mint(&key(), &hint, nonce(4));
+        let ufrag = mint(&key(), &hint, at(), nonce(4));
         let decoded = decode(&ring(), ufrag.as_bytes()).unwrap();
         assert_eq!(
             decoded.loop_addr,
@@ -487,7 +624,7 @@ mod tests {
     #[test]
     fn minted_ufrag_uses_only_ice_chars_within_ice_length() {
         for hint in [v4_hint(5), v6_hint(5)] {
-            let ufrag = mint(&key(), &hint, nonce(5));
+            let ufrag = mint(&key(), &hint, at(), nonce(5));
             assert!((4..=256).contains(&ufrag.len()), "{ufrag}");
             assert!(ufrag.bytes().all(is_ice_char), "{ufrag}");
         }
@@ -496,7 +633,7 @@ mod tests {
     #[test]
     fn minted_ufrag_does_not_contain_the_address_in_clear() {
         let hint = v4_hint(5);
-        let ufrag = mint(&key(), &hint, nonce(6));
+        let ufrag = mint(&key(), &hint, at(), nonce(6));
         assert!(!ufrag.contains("10.1.2.3"));
         let raw = STANDARD_NO_PAD.decode(&ufrag).unwrap();
         assert!(!raw.windows(4).any(|w| w == [10, 1, 2, 3]));
@@ -506,15 +643,15 @@ mod tests {
     fn mint_into_matches_mint() {
         let hint = v6_hint(42);
         let mut buf = [0u8; MAX_UFRAG_LEN];
-        let n = mint_into(&key(), &hint, nonce(7), &mut buf);
-        assert_eq!(&buf[..n], mint(&key(), &hint, nonce(7)).as_bytes());
+        let n = mint_into(&key(), &hint, at(), nonce(7), &mut buf);
+        assert_eq!(&buf[..n], mint(&key(), &hint, at(), nonce(7)).as_bytes());
     }
 
     #[test]
     #[should_panic(expected = "output buffer")]
     fn mint_into_too_small_buffer_panics_with_message() {
         let mut buf = [0u8; UFRAG_V4_LEN - 1];
-        mint_into(&key(), &v4_hint(1), nonce(8), &mut buf);
+        mint_into(&key(), &v4_hint(1), at(), nonce(8), &mut buf);
     }
 
     #[test]
@@ -523,7 +660,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for _ in 0..256 {
             let n: [u8; NONCE_LEN] = rand::random();
-            let ufrag = mint(&key(), &hint, n);
+            let ufrag = mint(&key(), &hint, at(), n);
             assert_eq!(decode(&ring(), ufrag.as_bytes()), Ok(hint));
             assert!(seen.insert(ufrag), "duplicate ufrag");
         }
@@ -535,8 +672,8 @@ mod tests {
         let new = FleetKey::new(2, [0x22; 32]);
         let ring = Keyring::new(new.clone()).with_previous(old.clone());
         assert_eq!(ring.current().id(), 2);
-        let old_ufrag = mint(&old, &v4_hint(1), nonce(9));
-        let new_ufrag = mint(&new, &v6_hint(2), nonce(9));
+        let old_ufrag = mint(&old, &v4_hint(1), at(), nonce(9));
+        let new_ufrag = mint(&new, &v6_hint(2), at(), nonce(9));
         assert_eq!(decode(&ring, old_ufrag.as_bytes()), Ok(v4_hint(1)));
         assert_eq!(decode(&ring, new_ufrag.as_bytes()), Ok(v6_hint(2)));
         // Once the previous key is dropped, its hints stop decoding.
@@ -551,14 +688,14 @@ mod tests {
         let a = FleetKey::new(4, [0xaa; 32]);
         let b = FleetKey::new(4, [0xbb; 32]);
         let ring = Keyring::new(a).with_previous(b.clone());
-        let ufrag = mint(&b, &v4_hint(6), nonce(10));
+        let ufrag = mint(&b, &v4_hint(6), at(), nonce(10));
         assert_eq!(decode(&ring, ufrag.as_bytes()), Ok(v4_hint(6)));
     }
 
     #[test]
     fn unknown_key_id_is_rejected() {
         let other = FleetKey::new(8, KEY_BYTES);
-        let ufrag = mint(&other, &v4_hint(1), nonce(11));
+        let ufrag = mint(&other, &v4_hint(1), at(), nonce(11));
         assert_eq!(
             decode(&ring(), ufrag.as_bytes()),
             Err(HintError::UnknownKeyId)
@@ -569,7 +706,7 @@ mod tests {
     fn hint_minted_with_another_key_of_the_same_id_is_rejected() {
         let forger = FleetKey::new(key().id(), [0x5a; 32]);
         for hint in [v4_hint(1), v6_hint(1)] {
-            let ufrag = mint(&forger, &hint, nonce(12));
+            let ufrag = mint(&forger, &hint, at(), nonce(12));
             assert_eq!(
                 decode(&ring(), ufrag.as_bytes()),
                 Err(HintError::AuthFailed)
@@ -580,7 +717,7 @@ mod tests {
     #[test]
     fn flipping_any_bit_of_the_ufrag_is_rejected() {
         for hint in [v4_hint(77), v6_hint(77)] {
-            let ufrag = mint(&key(), &hint, nonce(13)).into_bytes();
+            let ufrag = mint(&key(), &hint, at(), nonce(13)).into_bytes();
             for pos in 0..ufrag.len() {
                 for bit in 0..8 {
                     let mut bad = ufrag.clone();
@@ -598,7 +735,7 @@ mod tests {
     fn replacing_any_char_of_the_ufrag_is_rejected() {
         const ICE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         for hint in [v4_hint(77), v6_hint(77)] {
-            let ufrag = mint(&key(), &hint, nonce(14)).into_bytes();
+            let ufrag = mint(&key(), &hint, at(), nonce(14)).into_bytes();
             for pos in 0..ufrag.len() {
                 for &c in ICE.iter().filter(|&&c| c != ufrag[pos]) {
                     let mut bad = ufrag.clone();
@@ -612,7 +749,7 @@ mod tests {
     #[test]
     fn truncated_ufrag_is_rejected_at_every_length() {
         for hint in [v4_hint(1), v6_hint(1)] {
-            let ufrag = mint(&key(), &hint, nonce(15));
+            let ufrag = mint(&key(), &hint, at(), nonce(15));
             for len in 0..ufrag.len() {
                 assert!(decode(&ring(), &ufrag.as_bytes()[..len]).is_err(), "{len}");
             }
@@ -621,7 +758,7 @@ mod tests {
 
     #[test]
     fn extended_ufrag_is_rejected() {
-        let ufrag = mint(&key(), &v4_hint(1), nonce(16));
+        let ufrag = mint(&key(), &v4_hint(1), at(), nonce(16));
         for suffix in ["A", "AA", "AAA", "AAAA"] {
             let long = format!("{ufrag}{suffix}");
             assert!(decode(&ring(), long.as_bytes()).is_err(), "{suffix}");
@@ -635,7 +772,7 @@ mod tests {
 
     #[test]
     fn non_base64_char_is_bad_encoding() {
-        let mut ufrag = mint(&key(), &v4_hint(1), nonce(17)).into_bytes();
+        let mut ufrag = mint(&key(), &v4_hint(1), at(), nonce(17)).into_bytes();
         ufrag[10] = b'-';
         assert_eq!(decode(&ring(), &ufrag), Err(HintError::BadEncoding));
         ufrag[10] = b'=';
@@ -645,13 +782,69 @@ mod tests {
     #[test]
     fn unknown_version_is_rejected() {
         let mut raw = STANDARD_NO_PAD
-            .decode(mint(&key(), &v4_hint(1), nonce(18)))
+            .decode(mint(&key(), &v4_hint(1), at(), nonce(18)))
             .unwrap();
-        raw[0] = 2;
-        let ufrag = STANDARD_NO_PAD.encode(&raw);
+        for version in [0, 3, 0xff] {
+            raw[0] = version;
+            let ufrag = STANDARD_NO_PAD.encode(&raw);
+            assert_eq!(
+                decode(&ring(), ufrag.as_bytes()),
+                Err(HintError::UnknownVersion)
+            );
+        }
+    }
+
+    #[test]
+    fn mint_time_round_trips_to_the_minute() {
+        for (secs, minutes) in [(0, 0), (59, 0), (60, 1), (1_704_067_259, 28_401_120)] {
+            let minted = MintTime::from_unix_secs(secs);
+            assert_eq!(minted.unix_minutes(), minutes);
+            assert_eq!(minted.unix_secs(), u64::from(minutes) * 60);
+            for hint in [v4_hint(3), v6_hint(3)] {
+                let ufrag = mint(&key(), &hint, minted, nonce(21));
+                let decoded = decode_timed(&ring(), ufrag.as_bytes()).unwrap();
+                assert_eq!(decoded.route, hint);
+                assert_eq!(decoded.minted, Some(minted));
+            }
+        }
+        assert_eq!(MintTime::from_unix_secs(u64::MAX).unix_minutes(), u32::MAX);
         assert_eq!(
-            decode(&ring(), ufrag.as_bytes()),
-            Err(HintError::UnknownVersion)
+            MintTime::from_system_time(UNIX_EPOCH - std::time::Duration::from_secs(5)),
+            MintTime::from_unix_minutes(0)
+        );
+    }
+
+    #[test]
+    fn version_1_hint_decodes_without_a_mint_time() {
+        for hint in [v4_hint(4), v6_hint(4)] {
+            let ufrag = mint_untimed(&key(), &hint, nonce(22));
+            assert_eq!(ufrag.len(), if hint.loop_addr.is_ipv4() { 55 } else { 71 });
+            assert_eq!(
+                decode_timed(&ring(), ufrag.as_bytes()),
+                Ok(DecodedHint {
+                    route: hint,
+                    minted: None
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn stripping_the_mint_time_and_relabelling_as_version_1_is_rejected() {
+        // The version is authenticated: a version 2 hint cut down to the version 1 layout
+        // (mint time and tag re-spliced) must not verify.
+        let raw = STANDARD_NO_PAD
+            .decode(mint(&key(), &v4_hint(1), at(), nonce(23)))
+            .unwrap();
+        let route_end = PREFIX_LEN + ROUTE_V4_LEN;
+        let mut cut = raw[..route_end].to_vec();
+        cut.extend_from_slice(&raw[route_end + MINT_TIME_LEN..]);
+        cut[0] = VERSION_UNTIMED;
+        assert_eq!(cut.len(), RAW_UNTIMED_V4_LEN);
+        let ufrag = STANDARD_NO_PAD.encode(&cut);
+        assert_eq!(
+            decode_timed(&ring(), ufrag.as_bytes()),
+            Err(HintError::AuthFailed)
         );
     }
 
@@ -664,13 +857,14 @@ mod tests {
         raw[0] = VERSION;
         raw[1] = k.id();
         raw[2..PREFIX_LEN].copy_from_slice(&n);
-        let pt = &mut raw[PREFIX_LEN..PREFIX_LEN + PLAINTEXT_V4_LEN];
+        let pt_len = ROUTE_V4_LEN + MINT_TIME_LEN;
+        let pt = &mut raw[PREFIX_LEN..PREFIX_LEN + pt_len];
         pt[4] = FAMILY_V6;
         let tag = k
             .cipher()
             .encrypt_in_place_detached(Nonce::from_slice(&n), &[VERSION, k.id()], pt)
             .unwrap();
-        raw[PREFIX_LEN + PLAINTEXT_V4_LEN..].copy_from_slice(&tag);
+        raw[PREFIX_LEN + pt_len..].copy_from_slice(&tag);
         let ufrag = STANDARD_NO_PAD.encode(raw);
         assert_eq!(
             decode(&ring(), ufrag.as_bytes()),
@@ -697,7 +891,7 @@ mod tests {
             let k = FleetKey::from_hex(7, text).unwrap();
             assert_eq!(k.id(), 7);
             // Same key: a hint minted with it decodes under the reference key.
-            let ufrag = mint(&k, &v4_hint(2), nonce(20));
+            let ufrag = mint(&k, &v4_hint(2), at(), nonce(20));
             assert_eq!(decode(&ring(), ufrag.as_bytes()), Ok(v4_hint(2)));
         }
     }

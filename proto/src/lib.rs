@@ -3,8 +3,9 @@
 //! Three codecs, in the order a client's packets meet them:
 //!
 //! 1. [`hint`]: at signaling, the transceiver [`mint`]s the server ICE ufrag. It is an
-//!    encrypted, authenticated routing hint (cluster id + owning media-loop address) under a
-//!    fleet key shared by relays and transceivers, spelled in ICE characters.
+//!    encrypted, authenticated routing hint (cluster id, owning media-loop address, and mint
+//!    time, so relays can stop routing old ufrags) under a fleet key shared by relays and
+//!    transceivers, spelled in ICE characters.
 //! 2. [`stun_username`]: the client's first STUN Binding request reaches a relay. The relay
 //!    reads its USERNAME in place ([`server_ufrag`]), decodes the hint with no lookup
 //!    ([`decode`]), and creates a flow only if it authenticates. The transceiver uses the same
@@ -19,12 +20,13 @@
 //! `as_str()` label for drop counters.
 //!
 //! ```
-//! use voxgate_proto::{decode, mint, server_ufrag, Direction, FleetKey, Keyring, RelayHeader, RoutingHint};
+//! use voxgate_proto::{decode, mint, server_ufrag, Direction, FleetKey, Keyring, MintTime, RelayHeader, RoutingHint};
 //!
 //! let key = FleetKey::new(1, [7; 32]); // from the fleet secret, never from code
 //! let hint = RoutingHint { cluster_id: 3, loop_addr: "10.0.0.5:40001".parse().unwrap() };
 //! // Transceiver, at signaling (the nonce comes from a CSPRNG):
-//! let ufrag = mint(&key, &hint, [0x5a; 12]);
+//! // (the mint time comes from the wall clock: MintTime::from_system_time(SystemTime::now()))
+//! let ufrag = mint(&key, &hint, MintTime::from_unix_secs(1_704_067_200), [0x5a; 12]);
 //!
 //! // Client -> relay: a Binding request whose USERNAME is "<server ufrag>:<client ufrag>".
 //! let username = format!("{ufrag}:cli1");
@@ -55,8 +57,8 @@ pub mod relay_header;
 pub mod stun_username;
 
 pub use hint::{
-    decode, mint, mint_into, FleetKey, HintError, KeyError, Keyring, RoutingHint, MAX_UFRAG_LEN,
-    NONCE_LEN,
+    decode, decode_timed, mint, mint_into, mint_untimed, DecodedHint, FleetKey, HintError,
+    KeyError, Keyring, MintTime, RoutingHint, MAX_UFRAG_LEN, NONCE_LEN,
 };
 pub use relay_header::{
     is_relay_framed, Direction, HeaderError, RelayHeader, MAGIC_V1, MAX_HEADER_LEN,

@@ -3,7 +3,9 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use proptest::prelude::*;
-use voxgate_proto::hint::{self, FleetKey, Keyring, RoutingHint, MAX_UFRAG_LEN, NONCE_LEN};
+use voxgate_proto::hint::{
+    self, FleetKey, Keyring, MintTime, RoutingHint, MAX_UFRAG_LEN, NONCE_LEN,
+};
 use voxgate_proto::relay_header::{is_relay_framed, Direction, RelayHeader, MAX_HEADER_LEN};
 use voxgate_proto::stun_username::{
     binding_request_username, looks_like_stun, server_ufrag, split_username,
@@ -87,7 +89,7 @@ proptest! {
     #[test]
     fn parsers_never_panic_on_random_bytes(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
         let keys = keyring();
-        let _ = hint::decode(&keys, &bytes);
+        let _ = hint::decode_timed(&keys, &bytes);
         let _ = RelayHeader::decode(&bytes);
         let _ = binding_request_username(&bytes);
         let _ = split_username(&bytes);
@@ -129,26 +131,38 @@ proptest! {
     #[test]
     fn any_routing_hint_round_trips(
         hint in routing_hint(),
+        minutes in any::<u32>(),
         nonce in any::<[u8; NONCE_LEN]>(),
         use_previous in any::<bool>(),
     ) {
         let keys = keyring();
         let key = if use_previous { FleetKey::new(2, [0x24; 32]) } else { keys.current().clone() };
-        let ufrag = hint::mint(&key, &hint, nonce);
+        let minted = MintTime::from_unix_minutes(minutes);
+        let ufrag = hint::mint(&key, &hint, minted, nonce);
         prop_assert!((4..=256).contains(&ufrag.len()));
         prop_assert!(ufrag.len() <= MAX_UFRAG_LEN);
         prop_assert!(ufrag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/'));
         prop_assert_eq!(hint::decode(&keys, ufrag.as_bytes()), Ok(hint));
+        let timed = hint::decode_timed(&keys, ufrag.as_bytes()).unwrap();
+        prop_assert_eq!(timed.minted, Some(minted));
+        // The legacy layout decodes too, with no mint time.
+        let untimed = hint::mint_untimed(&key, &hint, nonce);
+        prop_assert_eq!(
+            hint::decode_timed(&keys, untimed.as_bytes()),
+            Ok(hint::DecodedHint { route: hint, minted: None })
+        );
     }
 
     #[test]
     fn mutated_ufrag_is_rejected_or_identical(
         hint in routing_hint(),
+        minutes in any::<u32>(),
         nonce in any::<[u8; NONCE_LEN]>(),
         edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..4),
     ) {
         let keys = keyring();
-        let original = hint::mint(keys.current(), &hint, nonce).into_bytes();
+        let minted = MintTime::from_unix_minutes(minutes);
+        let original = hint::mint(keys.current(), &hint, minted, nonce).into_bytes();
         let mut mutated = original.clone();
         for (at, byte, kind) in edits {
             match kind {
@@ -157,10 +171,11 @@ proptest! {
                 _ => { let i = at.index(mutated.len() + 1); mutated.insert(i, byte); }
             }
         }
-        match hint::decode(&keys, &mutated) {
+        match hint::decode_timed(&keys, &mutated) {
             // Only an edit that restored the original text can still decode.
             Ok(decoded) => {
-                prop_assert_eq!(decoded, hint);
+                prop_assert_eq!(decoded.route, hint);
+                prop_assert_eq!(decoded.minted, Some(minted));
                 prop_assert_eq!(mutated, original);
             }
             Err(_) => prop_assert_ne!(mutated, original),

@@ -98,13 +98,39 @@ pub struct Args {
     )]
     pub transceivers: Vec<IpNet>,
 
-    /// Cap on tentative flows (no reply seen yet) per client IP, per worker.
+    /// Cap on tentative flows (no reply seen yet) per client source, per worker: per IPv4
+    /// address, and per IPv6 /64 (one host can hold a whole /64).
     #[arg(long, env = "VOXGATE_RELAY_MAX_TENTATIVE_PER_IP", default_value_t = 16)]
     pub max_tentative_per_ip: u32,
 
     /// Cap on flows per worker (tentative and established).
     #[arg(long, env = "VOXGATE_RELAY_MAX_FLOWS", default_value_t = 100_000)]
     pub max_flows: usize,
+
+    /// Cap on tentative flows per worker, as a percentage of --max-flows. A new flow past it
+    /// evicts the oldest tentative flow; established flows are never evicted.
+    #[arg(
+        long,
+        env = "VOXGATE_RELAY_MAX_TENTATIVE_PERCENT",
+        default_value_t = 25,
+        value_parser = clap::value_parser!(u8).range(1..=100)
+    )]
+    pub max_tentative_percent: u8,
+
+    /// Seconds a routing hint opens new flows after it was minted (5 min of clock skew between
+    /// transceiver and relay are tolerated on top). Existing flows, ICE consent checks
+    /// included, are never re-checked, so longer calls keep working.
+    #[arg(
+        long,
+        env = "VOXGATE_RELAY_HINT_MAX_AGE_SECS",
+        default_value_t = 86_400
+    )]
+    pub hint_max_age_secs: u64,
+
+    /// Also route version 1 hints, which carry no mint time and so never expire. Only while
+    /// upgrading a fleet whose transceivers still mint them.
+    #[arg(long, env = "VOXGATE_RELAY_ACCEPT_UNTIMED_HINTS")]
+    pub accept_untimed_hints: bool,
 
     /// Seconds a tentative flow lives without a reply from its transceiver.
     #[arg(
@@ -224,10 +250,16 @@ pub struct RoutingConfig {
     pub peers: Vec<(u32, SocketAddr)>,
     /// Sources allowed on the return path (besides peer relay IPs).
     pub transceivers: Vec<IpNet>,
-    /// Tentative flows per client IP.
+    /// Tentative flows per client source (IPv4 address or IPv6 /64).
     pub max_tentative_per_ip: u32,
     /// Flows per worker.
     pub max_flows: usize,
+    /// Tentative flows per worker (the oldest is evicted past it).
+    pub max_tentative: usize,
+    /// How long after its mint time a hint may open a flow (plus the skew allowance).
+    pub hint_max_age: Duration,
+    /// Whether version 1 hints (no mint time) may open flows.
+    pub accept_untimed_hints: bool,
     /// Lifetime of a flow without a reply.
     pub tentative_timeout: Duration,
     /// Lifetime of an established flow without traffic.
@@ -368,6 +400,11 @@ impl Config {
         if args.max_flows == 0 {
             return Err(ConfigError::OutOfRange("--max-flows must be at least 1"));
         }
+        if args.hint_max_age_secs == 0 {
+            return Err(ConfigError::OutOfRange(
+                "--hint-max-age-secs must be at least 1",
+            ));
+        }
         if args.tentative_timeout_secs == 0 || args.idle_timeout_secs == 0 {
             return Err(ConfigError::OutOfRange(
                 "--tentative-timeout-secs and --idle-timeout-secs must be at least 1",
@@ -403,6 +440,10 @@ impl Config {
                 transceivers: args.transceivers,
                 max_tentative_per_ip: args.max_tentative_per_ip,
                 max_flows: args.max_flows,
+                max_tentative: (args.max_flows * usize::from(args.max_tentative_percent) / 100)
+                    .max(1),
+                hint_max_age: Duration::from_secs(args.hint_max_age_secs),
+                accept_untimed_hints: args.accept_untimed_hints,
                 tentative_timeout: Duration::from_secs(args.tentative_timeout_secs),
                 idle_timeout: Duration::from_secs(args.idle_timeout_secs),
                 lookups: args.redis.is_some(),
@@ -440,6 +481,9 @@ mod tests {
         assert_eq!(c.routing.cluster_id, 0);
         assert_eq!(c.routing.max_tentative_per_ip, 16);
         assert_eq!(c.routing.max_flows, 100_000);
+        assert_eq!(c.routing.max_tentative, 25_000);
+        assert_eq!(c.routing.hint_max_age, Duration::from_secs(86_400));
+        assert!(!c.routing.accept_untimed_hints);
         assert_eq!(c.routing.tentative_timeout, Duration::from_secs(5));
         assert_eq!(c.routing.idle_timeout, Duration::from_secs(30));
         assert_eq!(c.route_ttl, Duration::from_secs(120));
@@ -465,6 +509,22 @@ mod tests {
         );
         assert!(c.routing.is_peer_ip("2001:db8::1".parse().unwrap()));
         assert!(Args::try_parse_from(["relay", "--peer-cluster", "x=1.2.3.4:5"]).is_err());
+    }
+
+    #[test]
+    fn tentative_share_is_a_percentage_of_max_flows_and_never_zero() {
+        let c = parse(&["--max-flows", "1000", "--max-tentative-percent", "10"]).unwrap();
+        assert_eq!(c.routing.max_tentative, 100);
+        let c = parse(&["--max-flows", "3", "--max-tentative-percent", "1"]).unwrap();
+        assert_eq!(c.routing.max_tentative, 1);
+        for bad in ["0", "101"] {
+            let argv = ["relay", "--fleet-key", KEY, "--max-tentative-percent", bad];
+            assert!(Args::try_parse_from(argv).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            parse(&["--hint-max-age-secs", "0"]),
+            Err(ConfigError::OutOfRange(_))
+        ));
     }
 
     #[test]

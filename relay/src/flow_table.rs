@@ -5,9 +5,10 @@
 //! # Rules
 //!
 //! * **Unknown client, STUN binding request.** Its USERNAME's server ufrag is a routing hint;
-//!   if it authenticates under the keyring, a *tentative* flow `client → hint.loop_addr`
-//!   is created (or `client → peer relay` when the hint names a `--peer-cluster`) and the
-//!   datagram is forwarded behind a [`RelayHeader`]. Anything that fails creates no state.
+//!   if it authenticates under the keyring, is not too old (see *Hint age*) and names a loop
+//!   inside `--transceivers`, a *tentative* flow `client → hint.loop_addr` is created (or
+//!   `client → peer relay` when the hint names a `--peer-cluster`) and the datagram is
+//!   forwarded behind a [`RelayHeader`]. Anything that fails creates no state.
 //! * **Known client, any datagram.** Forwarded opaquely to the flow's next hop.
 //! * **Unknown client, anything else.** With a route cache: [`Verdict::Lookup`] (rate
 //!   limited, deduplicated, negatively cached), else dropped.
@@ -22,19 +23,41 @@
 //! an authenticated hint, a configured peer, or a route the cache returned (checked against
 //! the same allow-lists); every `ToClient` goes to a client whose flow exists.
 //!
+//! # Hint age
+//!
+//! A hint carries its coarse mint time (minutes). It routes while its age, by the relay's
+//! wall clock, is at most `hint_max_age` + [`HINT_CLOCK_SKEW`]; one minted more than
+//! [`HINT_CLOCK_SKEW`] in the future is refused too (a transceiver with a broken clock would
+//! otherwise mint ufrags that live for ever). The skew allowance also absorbs the rounding to
+//! the minute. A version 1 hint (no mint time) routes only with `accept_untimed_hints`.
+//!
+//! Only the *creation* of a flow is judged. Every datagram of an existing flow, ICE consent
+//! checks included, is forwarded opaquely, so a call that outlives the max age keeps its
+//! flow, and an ICE restart gets a freshly minted ufrag from the transceiver. What an old
+//! hint can no longer do is open a flow from a new client address, or reopen one after the
+//! flow expired (restores from the route cache are flows that were established before, and
+//! are checked against `--transceivers`, not by age). The wall clock is an input like `now`:
+//! the worker re-reads it periodically ([`FlowTable::set_wall_clock`]).
+//!
 //! # Bounds
 //!
-//! At most `max_flows` flows; at most `max_tentative_per_ip` tentative flows per client IP.
+//! At most `max_flows` flows. At most `max_tentative_per_ip` tentative flows per *client
+//! source*: one IPv4 address, or one IPv6 /64 (what a single host or customer is usually
+//! given, so a host cannot spread a flood over its 2^64 addresses); IPv4-mapped IPv6
+//! addresses count as their IPv4 address. At most `max_tentative` tentative flows in all: a
+//! new one past that cap, or into a full table, evicts the oldest tentative flow (counted),
+//! never an established one. A table full of established flows refuses new ones.
 //! Tentative flows expire `tentative_timeout` after creation, established ones after
 //! `idle_timeout` without traffic either way. Expiry is swept at most every
 //! [`SWEEP_GRANULARITY`], so a flow may outlive its deadline by that much.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use voxgate_proto::{
-    decode, is_relay_framed, looks_like_stun, server_ufrag, Direction, RelayHeader,
+    decode_timed, is_relay_framed, looks_like_stun, server_ufrag, Direction, MintTime, RelayHeader,
+    RoutingHint,
 };
 
 use crate::config::RoutingConfig;
@@ -49,6 +72,9 @@ pub const MAX_PENDING_LOOKUPS: usize = 1024;
 pub const MAX_NEGATIVE_ENTRIES: usize = 16_384;
 /// Route writes queued between two drains by the worker.
 pub const MAX_QUEUED_ROUTE_WRITES: usize = 4096;
+/// Clock difference tolerated between the transceiver that minted a hint and this relay,
+/// either way (it also covers the mint time's rounding down to the minute).
+pub const HINT_CLOCK_SKEW: Duration = Duration::from_secs(300);
 
 /// What to do with one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,8 +141,16 @@ drop_reasons! {
     UnknownFlow => "unknown_flow",
     /// The worker's flow table is full.
     TableFull => "table_full",
-    /// Too many tentative flows from this client IP.
+    /// Too many tentative flows from this client source (IPv4 address or IPv6 /64).
     TentativeCap => "tentative_cap",
+    /// The hint (of our cluster) names a loop outside `--transceivers`.
+    HintDestination => "hint_destination",
+    /// The hint was minted longer ago than `--hint-max-age-secs` (plus the skew allowance).
+    HintExpired => "hint_expired",
+    /// The hint's mint time is further in the future than the skew allowance.
+    HintFromFuture => "hint_from_future",
+    /// A version 1 hint (no mint time) while untimed hints are not accepted.
+    HintUntimed => "hint_untimed",
     /// Return-path datagram from a source outside the transceiver networks and peers.
     SpoofedReturn => "spoofed_return",
     /// Return-path datagram from an allowed network but not the flow's own next hop.
@@ -159,6 +193,8 @@ pub struct TableStats {
     pub flows_established: u64,
     /// Tentative flows expired without a reply.
     pub flows_expired_tentative: u64,
+    /// Tentative flows evicted (oldest first) to admit a new one.
+    pub flows_evicted_tentative: u64,
     /// Established flows expired idle.
     pub flows_expired_established: u64,
     /// Lookups handed to the cache.
@@ -193,6 +229,8 @@ struct Flow {
     /// Peer relay that delivered this flow (global tier); replies go back there.
     downstream: Option<SocketAddr>,
     established: bool,
+    /// Creation number: tells this flow's entry in the eviction queue from a stale one.
+    seq: u64,
     created: Instant,
     last_seen: Instant,
     /// Last time this flow's route was queued for the cache.
@@ -215,8 +253,15 @@ impl Flow {
 pub struct FlowTable {
     cfg: RoutingConfig,
     flows: HashMap<SocketAddr, Flow>,
-    tentative_per_ip: HashMap<IpAddr, u32>,
+    /// Tentative flows per [`client_source`].
+    tentative_per_source: HashMap<IpAddr, u32>,
     tentative: usize,
+    /// Tentative flows in creation order, as `(seq, client)`; entries whose flow has since
+    /// been established, expired or evicted are skipped when met (and compacted when full).
+    tentative_order: VecDeque<(u64, SocketAddr)>,
+    next_seq: u64,
+    /// `(instant, seconds since the Unix epoch)` at the last [`FlowTable::set_wall_clock`].
+    wall_clock: Option<(Instant, Duration)>,
     pending_lookups: HashMap<SocketAddr, Instant>,
     negative: HashMap<SocketAddr, Instant>,
     lookup_tokens: f64,
@@ -234,8 +279,11 @@ impl FlowTable {
         let lookups = cfg.lookups;
         Self {
             flows: HashMap::with_capacity(cfg.max_flows),
-            tentative_per_ip: HashMap::with_capacity(cfg.max_flows),
+            tentative_per_source: HashMap::with_capacity(cfg.max_tentative),
             tentative: 0,
+            tentative_order: VecDeque::with_capacity(order_capacity(cfg.max_tentative)),
+            next_seq: 0,
+            wall_clock: None,
             pending_lookups: HashMap::with_capacity(if lookups { MAX_PENDING_LOOKUPS } else { 0 }),
             negative: HashMap::with_capacity(if lookups { MAX_NEGATIVE_ENTRIES } else { 0 }),
             lookup_tokens: f64::from(cfg.lookup_rate),
@@ -279,13 +327,14 @@ impl FlowTable {
                 self.drop(DropReason::UnknownFlow)
             };
         }
-        let Ok(ufrag) = server_ufrag(bytes) else {
-            return self.drop(DropReason::BadStun);
-        };
-        let Ok(hint) = decode(&self.cfg.keyring, ufrag) else {
-            return self.drop(DropReason::BadHint);
+        let hint = match self.routable_hint(now, bytes) {
+            Ok(hint) => hint,
+            Err(reason) => return self.drop(reason),
         };
         let to = if hint.cluster_id == self.cfg.cluster_id {
+            if !self.cfg.is_transceiver(hint.loop_addr.ip()) {
+                return self.drop(DropReason::HintDestination);
+            }
             hint.loop_addr
         } else if let Some(peer) = self.cfg.peer_for(hint.cluster_id) {
             peer
@@ -335,15 +384,16 @@ impl FlowTable {
         if !looks_like_stun(payload) {
             return self.drop(DropReason::UnknownFlow);
         }
-        let Ok(ufrag) = server_ufrag(payload) else {
-            return self.drop(DropReason::BadStun);
-        };
-        let Ok(hint) = decode(&self.cfg.keyring, ufrag) else {
-            return self.drop(DropReason::BadHint);
+        let hint = match self.routable_hint(now, payload) {
+            Ok(hint) => hint,
+            Err(reason) => return self.drop(reason),
         };
         // A peer only delivers flows of our cluster; anything else would bounce between tiers.
         if hint.cluster_id != self.cfg.cluster_id {
             return self.drop(DropReason::UnknownCluster);
+        }
+        if !self.cfg.is_transceiver(hint.loop_addr.ip()) {
+            return self.drop(DropReason::HintDestination);
         }
         if let Err(reason) = self.create(now, client, hint.loop_addr, Some(from)) {
             return self.drop(reason);
@@ -391,7 +441,7 @@ impl FlowTable {
         let downstream = flow.downstream;
         if was_tentative {
             self.stats.flows_established += 1;
-            self.release_tentative(client.ip());
+            self.release_tentative(client);
         }
         match downstream {
             Some(peer) => Verdict::Forward {
@@ -457,7 +507,7 @@ impl FlowTable {
         let (tentative_timeout, idle) = (self.cfg.tentative_timeout, self.cfg.idle_timeout);
         let mut next: Option<Instant> = None;
         let stats = &mut self.stats;
-        let per_ip = &mut self.tentative_per_ip;
+        let per_source = &mut self.tentative_per_source;
         let tentative = &mut self.tentative;
         self.flows.retain(|client, flow| {
             let deadline = flow.deadline(tentative_timeout, idle);
@@ -470,7 +520,7 @@ impl FlowTable {
             } else {
                 stats.flows_expired_tentative += 1;
                 *tentative -= 1;
-                decrement(per_ip, client.ip());
+                decrement(per_source, client_source(client.ip()));
             }
             tracing::debug!(
                 %client,
@@ -497,6 +547,19 @@ impl FlowTable {
         let floor = now + SWEEP_GRANULARITY;
         self.sweep_floor = Some(floor);
         self.next_sweep = next.map(|n| n.max(floor));
+    }
+
+    /// The wall clock at `now`, as a duration since the Unix epoch. Hint ages are judged
+    /// against it, extrapolated with `now` until the next call; until the first call every
+    /// hint is refused as expired (there is nothing to judge its age by).
+    pub fn set_wall_clock(&mut self, now: Instant, since_epoch: Duration) {
+        self.wall_clock = Some((now, since_epoch));
+    }
+
+    /// [`set_wall_clock`](Self::set_wall_clock) from a `SystemTime` (the worker's
+    /// `SystemTime::now()`); a time before the epoch counts as the epoch.
+    pub fn set_wall_clock_from(&mut self, now: Instant, wall: SystemTime) {
+        self.set_wall_clock(now, wall.duration_since(UNIX_EPOCH).unwrap_or_default());
     }
 
     /// Counters so far.
@@ -530,7 +593,37 @@ impl FlowTable {
         }
     }
 
-    /// Creates a tentative flow, enforcing both caps.
+    /// The authenticated hint in a STUN binding request, if it may open a flow now: it
+    /// decodes under the keyring and its age is acceptable (see *Hint age*).
+    fn routable_hint(&self, now: Instant, stun: &[u8]) -> Result<RoutingHint, DropReason> {
+        let ufrag = server_ufrag(stun).map_err(|_| DropReason::BadStun)?;
+        let hint = decode_timed(&self.cfg.keyring, ufrag).map_err(|_| DropReason::BadHint)?;
+        match hint.minted {
+            Some(minted) => self.check_age(now, minted)?,
+            None if self.cfg.accept_untimed_hints => {}
+            None => return Err(DropReason::HintUntimed),
+        }
+        Ok(hint.route)
+    }
+
+    fn check_age(&self, now: Instant, minted: MintTime) -> Result<(), DropReason> {
+        let Some((at, wall)) = self.wall_clock else {
+            return Err(DropReason::HintExpired);
+        };
+        let wall = wall + now.saturating_duration_since(at);
+        let minted = Duration::from_secs(minted.unix_secs());
+        if minted > wall + HINT_CLOCK_SKEW {
+            return Err(DropReason::HintFromFuture);
+        }
+        if wall.saturating_sub(minted) > self.cfg.hint_max_age.saturating_add(HINT_CLOCK_SKEW) {
+            return Err(DropReason::HintExpired);
+        }
+        Ok(())
+    }
+
+    /// Creates a tentative flow. The per-source cap refuses; the global tentative cap and a
+    /// full table evict the oldest tentative flow instead, so a flood can neither displace
+    /// established flows nor lock new clients out for longer than it keeps refilling.
     fn create(
         &mut self,
         now: Instant,
@@ -538,16 +631,23 @@ impl FlowTable {
         to: SocketAddr,
         downstream: Option<SocketAddr>,
     ) -> Result<(), DropReason> {
-        if self.flows.len() >= self.cfg.max_flows {
-            return Err(DropReason::TableFull);
-        }
-        let ip = client.ip();
-        let on_ip = self.tentative_per_ip.get(&ip).copied().unwrap_or(0);
-        if on_ip >= self.cfg.max_tentative_per_ip {
+        let source = client_source(client.ip());
+        let on_source = self.tentative_per_source.get(&source).copied().unwrap_or(0);
+        if on_source >= self.cfg.max_tentative_per_ip {
             return Err(DropReason::TentativeCap);
         }
-        *self.tentative_per_ip.entry(ip).or_insert(0) += 1;
+        let full = self.flows.len() >= self.cfg.max_flows;
+        if (full || self.tentative >= self.cfg.max_tentative) && !self.evict_oldest_tentative() {
+            return Err(DropReason::TableFull);
+        }
+        *self.tentative_per_source.entry(source).or_insert(0) += 1;
         self.tentative += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if self.tentative_order.len() == self.tentative_order.capacity() {
+            self.compact_tentative_order();
+        }
+        self.tentative_order.push_back((seq, client));
         self.flows.insert(
             client,
             Flow {
@@ -555,6 +655,7 @@ impl FlowTable {
                 to_is_peer: self.cfg.is_peer_addr(to),
                 downstream,
                 established: false,
+                seq,
                 created: now,
                 last_seen: now,
                 route_written: None,
@@ -567,9 +668,38 @@ impl FlowTable {
         Ok(())
     }
 
-    fn release_tentative(&mut self, ip: IpAddr) {
+    fn release_tentative(&mut self, client: SocketAddr) {
         self.tentative -= 1;
-        decrement(&mut self.tentative_per_ip, ip);
+        decrement(&mut self.tentative_per_source, client_source(client.ip()));
+    }
+
+    fn is_live_tentative(&self, seq: u64, client: SocketAddr) -> bool {
+        self.flows
+            .get(&client)
+            .is_some_and(|f| !f.established && f.seq == seq)
+    }
+
+    /// Removes the oldest tentative flow; `false` if there is none.
+    fn evict_oldest_tentative(&mut self) -> bool {
+        while let Some((seq, client)) = self.tentative_order.pop_front() {
+            if !self.is_live_tentative(seq, client) {
+                continue;
+            }
+            self.flows.remove(&client);
+            self.release_tentative(client);
+            self.stats.flows_evicted_tentative += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Drops the stale entries of the eviction queue. Live entries are at most
+    /// `max_tentative`, half the queue's capacity, so this runs at most once per
+    /// `max_tentative` creations and the queue never reallocates.
+    fn compact_tentative_order(&mut self) {
+        let mut order = std::mem::take(&mut self.tentative_order);
+        order.retain(|&(seq, client)| self.is_live_tentative(seq, client));
+        self.tentative_order = order;
     }
 
     fn start_lookup(&mut self, now: Instant, client: SocketAddr) -> Verdict {
@@ -639,13 +769,34 @@ fn touch(
     }
 }
 
-fn decrement(per_ip: &mut HashMap<IpAddr, u32>, ip: IpAddr) {
-    if let Some(n) = per_ip.get_mut(&ip) {
+fn decrement(per_source: &mut HashMap<IpAddr, u32>, source: IpAddr) {
+    if let Some(n) = per_source.get_mut(&source) {
         *n -= 1;
         if *n == 0 {
-            per_ip.remove(&ip);
+            per_source.remove(&source);
         }
     }
+}
+
+/// The unit the per-source tentative cap counts: an IPv4 address (IPv4-mapped IPv6 included)
+/// or an IPv6 /64.
+pub fn client_source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(prefix))
+            }
+        },
+    }
+}
+
+/// Capacity of the eviction queue: twice the live entries it can hold, see
+/// [`FlowTable::compact_tentative_order`].
+fn order_capacity(max_tentative: usize) -> usize {
+    max_tentative.saturating_mul(2).max(2)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 //! Off the packet path: [`route_cache`] (a thread owning the Redis connection: routes of
 //! established flows are written there so that, after a relay restart, an unknown
 //! non-STUN datagram can restore its flow by lookup), [`metrics`] (Prometheus counters
-//! published by workers periodically, served at `/metrics`), [`config`] (flags and their
+//! published by workers periodically, served at `/metrics` by [`metrics_http`]), [`config`] (flags and their
 //! `VOXGATE_RELAY_*` environment twins), [`runtime`] (starting and stopping the threads).
 //!
 //! Flows of another cluster go to that cluster's relay with the header (the global tier):
@@ -31,6 +31,7 @@ pub use voxgate_udp_batch as batch_io;
 pub mod config;
 pub mod flow_table;
 pub mod metrics;
+pub mod metrics_http;
 pub mod route_cache;
 pub mod runtime;
 pub mod worker;

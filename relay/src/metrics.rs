@@ -1,4 +1,4 @@
-//! Prometheus metrics and the tiny `/metrics` HTTP endpoint.
+//! Prometheus metrics of the relay (served by [`crate::metrics_http`]).
 //!
 //! Workers never touch these on the packet path: they keep plain integer counters
 //! ([`WorkerSnapshot`]) and every `--metrics-interval-ms` publish the difference since the
@@ -6,11 +6,6 @@
 //! is off the packet path, updates its own handles ([`CacheMetrics`]) directly.
 //!
 //! Every metric is prefixed `voxgate_relay_`; counters end in `_total`.
-
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
-use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -48,6 +43,7 @@ pub struct Metrics {
     flows_created: Counters,
     flows_established: Counters,
     flows_expired: Counters,
+    flows_evicted: Counters,
     recv_batches: Counters,
     recv_datagrams: Counters,
     send_batches: Counters,
@@ -60,6 +56,32 @@ pub struct Metrics {
     redis_writes: Counter,
     redis_errors: Counter,
     redis_connected: Gauge,
+    scrapes_refused: [Counter; ScrapeRefusal::ALL.len()],
+}
+
+/// Why the metrics endpoint closed a connection without answering it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScrapeRefusal {
+    /// The request (or reading the response) took longer than the connection deadline.
+    Timeout,
+    /// Closed to make room for a newer connection.
+    Evicted,
+    /// The request was too large.
+    BadRequest,
+}
+
+impl ScrapeRefusal {
+    /// Every reason.
+    pub const ALL: [ScrapeRefusal; 3] = [Self::Timeout, Self::Evicted, Self::BadRequest];
+
+    /// The `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Evicted => "evicted",
+            Self::BadRequest => "bad_request",
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -97,6 +119,11 @@ impl Metrics {
         let flows_expired = counters(
             "flows_expired",
             "Flows expired, by state (tentative: no reply; established: idle)",
+        );
+        let flows_evicted = counters(
+            "flows_evicted",
+            "Tentative flows evicted, oldest first, to admit a new flow past the tentative cap \
+             or into a full table",
         );
         let recv_batches = counters("recv_batches", "recvmmsg calls that returned datagrams");
         let recv_datagrams = counters(
@@ -147,6 +174,14 @@ impl Metrics {
             "flows_tentative",
             "Flows waiting for their first reply, by worker",
         );
+        let scrapes_refused = Counters::default();
+        registry.register(
+            "scrapes_refused",
+            "Connections to /metrics closed without an answer, by reason",
+            scrapes_refused.clone(),
+        );
+        let scrapes_refused = ScrapeRefusal::ALL
+            .map(|r| handle(&scrapes_refused, &vec![("reason", r.as_str().to_owned())]));
         let redis_connected = Gauge::default();
         registry.register(
             "redis_connected",
@@ -163,6 +198,7 @@ impl Metrics {
             flows_created,
             flows_established,
             flows_expired,
+            flows_evicted,
             recv_batches,
             recv_datagrams,
             send_batches,
@@ -175,7 +211,13 @@ impl Metrics {
             redis_writes,
             redis_errors,
             redis_connected,
+            scrapes_refused,
         }
+    }
+
+    /// Counts a connection the metrics endpoint closed unanswered.
+    pub fn scrape_refused(&self, reason: ScrapeRefusal) {
+        self.scrapes_refused[reason as usize].inc();
     }
 
     /// Handles for worker `id`, resolved once so that publishing takes no locks per label.
@@ -202,6 +244,7 @@ impl Metrics {
             flows_created: handle(&self.flows_created, &w(None)),
             flows_established: handle(&self.flows_established, &w(None)),
             flows_expired: by(&self.flows_expired, "state", ["tentative", "established"]),
+            flows_evicted: handle(&self.flows_evicted, &w(None)),
             recv_batches: by(&self.recv_batches, "socket", SOCKETS),
             recv_datagrams: by(&self.recv_datagrams, "socket", SOCKETS),
             send_batches: by(&self.send_batches, "socket", SOCKETS),
@@ -257,6 +300,8 @@ pub struct WorkerSnapshot {
     pub flows_established: u64,
     /// Flows expired, tentative / established.
     pub flows_expired: [u64; 2],
+    /// Tentative flows evicted.
+    pub flows_evicted: u64,
     /// recvmmsg calls with data, per socket.
     pub recv_batches: [u64; 2],
     /// Datagrams received, per socket.
@@ -285,6 +330,7 @@ pub struct WorkerMetrics {
     flows_created: Counter,
     flows_established: Counter,
     flows_expired: [Counter; 2],
+    flows_evicted: Counter,
     recv_batches: [Counter; 2],
     recv_datagrams: [Counter; 2],
     send_batches: [Counter; 2],
@@ -337,6 +383,7 @@ impl WorkerMetrics {
             &now.flows_expired,
             &before.flows_expired,
         );
+        add(&self.flows_evicted, now.flows_evicted, before.flows_evicted);
         add_all(&self.recv_batches, &now.recv_batches, &before.recv_batches);
         add_all(
             &self.recv_datagrams,
@@ -379,46 +426,6 @@ pub struct CacheMetrics {
     pub connected: Gauge,
     /// Answers dropped because a worker's queue was full.
     pub answer_drops: Counter,
-}
-
-/// Serves `GET /metrics` on `listener`, one connection at a time, forever.
-pub fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        if let Err(e) = answer(stream, &metrics) {
-            tracing::debug!(error = %e, "metrics request failed");
-        }
-    }
-}
-
-fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut buf = [0u8; 2048];
-    let mut len = 0;
-    while len < buf.len() && !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf[len..])? {
-            0 => break,
-            n => len += n,
-        }
-    }
-    let request = &buf[..len];
-    let path_ok = request.starts_with(b"GET /metrics ") || request.starts_with(b"GET /metrics?");
-    let (status, content_type, body) = if path_ok {
-        (
-            "200 OK",
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            metrics.encode(),
-        )
-    } else {
-        ("404 Not Found", "text/plain", "try /metrics\n".to_owned())
-    };
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()
 }
 
 #[cfg(test)]

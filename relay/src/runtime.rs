@@ -113,7 +113,7 @@ impl Relay {
         let metrics_for_http = Arc::clone(&metrics);
         std::thread::Builder::new()
             .name("metrics".into())
-            .spawn(move || crate::metrics::serve(listener, metrics_for_http))
+            .spawn(move || crate::metrics_http::serve(listener, metrics_for_http))
             .map_err(io_err("spawning the metrics endpoint"))?;
 
         let cores = core_affinity::get_core_ids().unwrap_or_default();

@@ -16,7 +16,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use mio::net::UdpSocket as MioUdp;
@@ -175,7 +175,11 @@ pub fn run(setup: WorkerSetup) -> io::Result<()> {
             out: SendBatch::new(BATCH, slot, internal_v6),
             label: SOCK_INTERNAL,
         },
-        table: FlowTable::new(setup.routing),
+        table: {
+            let mut table = FlowTable::new(setup.routing);
+            table.set_wall_clock_from(Instant::now(), SystemTime::now());
+            table
+        },
         recv: RecvBatch::new(BATCH, DEFAULT_SLOT),
         cache: setup.cache,
         metrics: setup.metrics,
@@ -338,6 +342,9 @@ impl Worker {
     }
 
     fn publish(&mut self) {
+        // Off the packet path, every publish period: follows wall clock steps (NTP).
+        self.table
+            .set_wall_clock_from(Instant::now(), SystemTime::now());
         let mut now = self.io.clone();
         let stats = self.table.stats();
         for (total, table) in now.drops.iter_mut().zip(stats.drops.iter()) {
@@ -347,6 +354,7 @@ impl Worker {
         now.flows_tentative = self.table.tentative_count() as u64;
         now.flows_created = stats.flows_created;
         now.flows_established = stats.flows_established;
+        now.flows_evicted = stats.flows_evicted_tentative;
         now.flows_expired = [
             stats.flows_expired_tentative,
             stats.flows_expired_established,

@@ -10,5 +10,6 @@ pub mod micro;
 pub mod peers;
 pub mod relay;
 pub mod setup;
+pub mod soak;
 pub mod via_relay;
 pub mod voice;

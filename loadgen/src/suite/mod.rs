@@ -34,6 +34,7 @@ use crate::scenarios::micro::{self, MicroBench};
 use crate::scenarios::peers::{self, PeersSection};
 use crate::scenarios::relay::{self, RelaySection};
 use crate::scenarios::setup::{self, SetupPoint};
+use crate::scenarios::soak::{self, SoakResult};
 use crate::scenarios::voice::{self, VoiceSection};
 use crate::scenarios::{media, memory, via_relay};
 use crate::session_load::LoadResult;
@@ -66,6 +67,7 @@ pub struct SuiteResults {
     pub via_relay_skipped: Option<String>,
     pub micro: Vec<MicroBench>,
     pub voice: VoiceSection,
+    pub soak: Option<SoakResult>,
     pub profiles: Vec<ServerProfile>,
     /// Cores of the server under test and of the load generator (none: not split).
     pub cpu_split: Option<CpuSplit>,
@@ -144,6 +146,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: Some(|s| voice::run(s, |r| &mut r.voice)),
         targets: |md, r| voice::targets(md, &r.voice),
         section: |md, r| voice::section(md, &r.voice),
+    },
+    Scenario {
+        name: "soak",
+        run: Some(|s| soak::run(s, |r| &mut r.soak)),
+        targets: |_, _| {},
+        section: |md, r| soak::section(md, r.soak.as_ref()),
     },
     Scenario {
         name: "micro",
@@ -237,6 +245,10 @@ pub fn smoke_checks(r: &SuiteResults) -> anyhow::Result<()> {
     }
     if r.relay.skipped.is_none() && r.relay.relay_max.iter().all(|f| f.received == 0) {
         bail!("smoke: nothing went through the relay");
+    }
+    let soak = r.soak.as_ref().context("smoke: no soak")?;
+    if soak.connected == 0 || soak.drained_after_secs.is_none() {
+        bail!("smoke: the soak connected no session or did not drain: {soak:?}");
     }
     Ok(())
 }

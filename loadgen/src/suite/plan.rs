@@ -28,6 +28,11 @@ pub struct Plan {
     /// Turns of the voice-to-voice scenario (0: not run; it loads speech models).
     #[serde(default)]
     pub voice_turns: usize,
+    /// Length of the soak (0: none) and its concurrent sessions per wave.
+    #[serde(default)]
+    pub soak_secs: f64,
+    #[serde(default)]
+    pub soak_wave: usize,
 }
 
 impl Plan {
@@ -50,6 +55,8 @@ impl Plan {
                 modes: vec!["pcm".into()],
                 relay_latency_baselines: false,
                 voice_turns: 0,
+                soak_secs: 3.0,
+                soak_wave: 3,
             },
             Profile::Quick => Plan {
                 reps: 1,
@@ -68,6 +75,8 @@ impl Plan {
                 modes: vec!["pcm".into(), "passthrough".into()],
                 relay_latency_baselines: true,
                 voice_turns: 3,
+                soak_secs: 120.0,
+                soak_wave: 50,
             },
             Profile::Full => Plan {
                 reps: 3,
@@ -88,6 +97,8 @@ impl Plan {
                 modes: vec!["pcm".into(), "passthrough".into()],
                 relay_latency_baselines: true,
                 voice_turns: 5,
+                soak_secs: 600.0,
+                soak_wave: 50,
             },
         }
     }

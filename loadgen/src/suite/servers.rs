@@ -19,6 +19,13 @@ pub struct Transceiver {
     pub grpc: String,
 }
 
+/// A running relay and its addresses.
+pub struct Relay {
+    pub proc: Proc,
+    pub public: SocketAddr,
+    pub metrics: SocketAddr,
+}
+
 /// Where and how a transceiver runs.
 pub struct TransceiverOpts<'a> {
     pub ip: IpAddr,
@@ -90,6 +97,11 @@ impl<R: Ledger> Runner<'_, R> {
     }
 
     pub fn start_relay(&mut self, key: &str) -> anyhow::Result<(Proc, SocketAddr)> {
+        self.start_relay_with(key, &[]).map(|r| (r.proc, r.public))
+    }
+
+    /// A relay with `extra` flags, on loopback with one worker.
+    pub fn start_relay_with(&mut self, key: &str, extra: &[&str]) -> anyhow::Result<Relay> {
         let bin = self.args.bin_dir.join("relay");
         if !bin.exists() {
             bail!("no relay binary at {}", bin.display());
@@ -106,13 +118,18 @@ impl<R: Ledger> Runner<'_, R> {
             .arg("--metrics-listen")
             .arg(metrics.to_string())
             .args(["--workers", "1"])
+            .args(extra)
             .env("VOXGATE_RELAY_FLEET_KEY", key)
             .env("RUST_LOG", "warn");
         let log = self.log_path("relay");
         let p = Proc::spawn("relay", cmd, &log)?;
         wait_tcp(metrics, Duration::from_secs(10))
             .with_context(|| format!("relay did not start (log: {})", log.display()))?;
-        Ok((p, public))
+        Ok(Relay {
+            proc: p,
+            public,
+            metrics,
+        })
     }
 
     pub fn start_forwarder(

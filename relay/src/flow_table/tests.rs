@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use proptest::prelude::*;
-use voxgate_proto::{mint, FleetKey, Keyring, RoutingHint, MAX_HEADER_LEN};
+use voxgate_proto::{mint, mint_untimed, FleetKey, Keyring, MintTime, RoutingHint, MAX_HEADER_LEN};
 
 use super::*;
 
@@ -33,6 +33,9 @@ fn cfg() -> RoutingConfig {
         transceivers: vec!["10.0.0.0/8".parse().unwrap()],
         max_tentative_per_ip: 4,
         max_flows: 64,
+        max_tentative: 64,
+        hint_max_age: Duration::from_secs(86_400),
+        accept_untimed_hints: false,
         tentative_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(30),
         lookups: false,
@@ -49,13 +52,29 @@ fn with_cache() -> RoutingConfig {
     }
 }
 
+/// The relay's wall clock when a test table is made (2024-01-01T00:00Z), in Unix seconds.
+const WALL_T0: u64 = 1_704_067_200;
+
+/// A table whose wall clock reads [`WALL_T0`] now.
+fn table(cfg: RoutingConfig) -> FlowTable {
+    let mut t = FlowTable::new(cfg);
+    t.set_wall_clock(Instant::now(), Duration::from_secs(WALL_T0));
+    t
+}
+
+/// A hint minted at [`WALL_T0`].
 fn hint_for(cluster_id: u32, to: SocketAddr, nonce: u8) -> String {
+    hint_minted(cluster_id, to, nonce, WALL_T0)
+}
+
+fn hint_minted(cluster_id: u32, to: SocketAddr, nonce: u8, unix_secs: u64) -> String {
     mint(
         &FleetKey::new(1, KEY),
         &RoutingHint {
             cluster_id,
             loop_addr: to,
         },
+        MintTime::from_unix_secs(unix_secs),
         [nonce; 12],
     )
 }
@@ -111,7 +130,7 @@ fn drops(t: &FlowTable, r: DropReason) -> u64 {
 
 #[test]
 fn valid_hint_creates_tentative_flow_and_forwards_with_header() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     let dg = check_for(&hint_for(OWN_CLUSTER, loop_addr(), 1));
     let v = t.on_client_datagram(now, client(1), &dg);
@@ -129,7 +148,7 @@ fn valid_hint_creates_tentative_flow_and_forwards_with_header() {
 
 #[test]
 fn later_packets_of_a_known_flow_are_forwarded_opaquely() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     t.on_client_datagram(now, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     for dg in [DTLS, &[0x80, 0x60, 1, 2][..], &[], &[0xD0, 0xFF]] {
@@ -152,7 +171,7 @@ fn later_packets_of_a_known_flow_are_forwarded_opaquely() {
 
 #[test]
 fn forged_and_corrupted_hints_create_no_flow() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     let good = hint_for(0, loop_addr(), 3);
     let mut forged: Vec<String> = Vec::new();
@@ -167,8 +186,9 @@ fn forged_and_corrupted_hints_create_no_flow() {
         cluster_id: 0,
         loop_addr: loop_addr(),
     };
-    forged.push(mint(&FleetKey::new(1, OTHER_KEY), &hint, [1; 12]));
-    forged.push(mint(&FleetKey::new(9, KEY), &hint, [1; 12]));
+    let minted = MintTime::from_unix_secs(WALL_T0);
+    forged.push(mint(&FleetKey::new(1, OTHER_KEY), &hint, minted, [1; 12]));
+    forged.push(mint(&FleetKey::new(9, KEY), &hint, minted, [1; 12]));
     // Plausible-looking ufrags.
     forged.push("A".repeat(55));
     forged.push("short".into());
@@ -186,7 +206,7 @@ fn forged_and_corrupted_hints_create_no_flow() {
 fn previous_fleet_key_is_still_accepted_during_rotation() {
     let mut c = cfg();
     c.keyring = Keyring::new(FleetKey::new(2, OTHER_KEY)).with_previous(FleetKey::new(1, KEY));
-    let mut t = FlowTable::new(c);
+    let mut t = table(c);
     let v = t.on_client_datagram(
         Instant::now(),
         client(1),
@@ -197,7 +217,7 @@ fn previous_fleet_key_is_still_accepted_during_rotation() {
 
 #[test]
 fn malformed_stun_and_garbage_create_no_flow() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     let good = check_for(&hint_for(0, loop_addr(), 1));
     let mut truncated = good.clone();
@@ -223,7 +243,7 @@ fn malformed_stun_and_garbage_create_no_flow() {
 
 #[test]
 fn hint_of_an_unknown_cluster_is_dropped() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let dg = check_for(&hint_for(99, loop_addr(), 1));
     assert_eq!(
         t.on_client_datagram(Instant::now(), client(1), &dg),
@@ -234,7 +254,7 @@ fn hint_of_an_unknown_cluster_is_dropped() {
 
 #[test]
 fn tentative_flows_are_capped_per_client_ip() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     let dg = check_for(&hint_for(0, loop_addr(), 1));
     for port in 0..4 {
@@ -264,10 +284,10 @@ fn tentative_flows_are_capped_per_client_ip() {
 }
 
 #[test]
-fn the_table_is_capped_per_worker() {
+fn a_table_full_of_established_flows_refuses_new_ones() {
     let mut c = cfg();
     c.max_flows = 8;
-    let mut t = FlowTable::new(c);
+    let mut t = table(c);
     let now = Instant::now();
     let dg = check_for(&hint_for(0, loop_addr(), 1));
     for i in 0..8u8 {
@@ -276,6 +296,7 @@ fn the_table_is_capped_per_worker() {
             t.on_client_datagram(now, from, &dg),
             Verdict::Forward { .. }
         ));
+        t.on_internal_datagram(now, loop_addr(), &reply(from, b"x"));
     }
     let ninth = SocketAddr::from(([203, 0, 113, 99], 5000));
     assert_eq!(
@@ -283,11 +304,280 @@ fn the_table_is_capped_per_worker() {
         Verdict::Drop(DropReason::TableFull)
     );
     assert_eq!(t.flow_count(), 8);
+    assert_eq!(t.stats().flows_evicted_tentative, 0);
+}
+
+#[test]
+fn a_full_table_evicts_its_oldest_tentative_flow_never_an_established_one() {
+    let mut c = cfg();
+    c.max_flows = 8;
+    let mut t = table(c);
+    let t0 = Instant::now();
+    let dg = check_for(&hint_for(0, loop_addr(), 1));
+    let from = |i: u8| SocketAddr::from(([203, 0, 113, i], 5000));
+    // Four established, then four tentative created one second apart.
+    for i in 0..4 {
+        t.on_client_datagram(t0, from(i), &dg);
+        t.on_internal_datagram(t0, loop_addr(), &reply(from(i), b"x"));
+    }
+    for i in 4..8 {
+        t.on_client_datagram(t0 + Duration::from_secs(u64::from(i)), from(i), &dg);
+    }
+    assert_eq!((t.flow_count(), t.tentative_count()), (8, 4));
+    let newcomer = SocketAddr::from(([198, 51, 100, 200], 5000));
+    let later = t0 + Duration::from_secs(9);
+    assert!(matches!(
+        t.on_client_datagram(later, newcomer, &dg),
+        Verdict::Forward { .. }
+    ));
+    assert_eq!(
+        t.route_of(from(4)),
+        None,
+        "the oldest tentative flow made room"
+    );
+    assert!((0..4).all(|i| t.route_of(from(i)) == Some((loop_addr(), true))));
+    assert!((5..8).all(|i| t.route_of(from(i)).is_some()));
+    assert_eq!(t.stats().flows_evicted_tentative, 1);
+    assert_eq!((t.flow_count(), t.tentative_count()), (8, 4));
+}
+
+#[test]
+fn tentative_flows_are_capped_per_ipv6_64_not_per_address() {
+    let mut t = table(cfg());
+    let now = Instant::now();
+    let dg = check_for(&hint_for(0, loop_addr(), 1));
+    // A flood from 1,000 addresses of one /64: only the per-source cap gets flows.
+    let flooder = |i: u16| SocketAddr::from(([0x2001, 0xdb8, 0, 0x66, 0, 0, 0, i], 6000 + i));
+    let mut forwarded = 0;
+    for i in 0..1000 {
+        match t.on_client_datagram(now, flooder(i), &dg) {
+            Verdict::Forward { .. } => forwarded += 1,
+            v => assert_eq!(v, Verdict::Drop(DropReason::TentativeCap)),
+        }
+    }
+    assert_eq!(forwarded, 4);
+    assert_eq!(drops(&t, DropReason::TentativeCap), 996);
+    // The neighbouring /64, an IPv4 client and an IPv4-mapped one still get flows.
+    let neighbour = SocketAddr::from(([0x2001, 0xdb8, 0, 0x67, 0, 0, 0, 1], 7000));
+    let v4 = SocketAddr::from(([203, 0, 113, 5], 7000));
+    for other in [neighbour, v4] {
+        assert!(matches!(
+            t.on_client_datagram(now, other, &dg),
+            Verdict::Forward { .. }
+        ));
+    }
+    // 203.0.113.5 already has one; as ::ffff:203.0.113.5 it is the same source.
+    let mapped: SocketAddr = "[::ffff:203.0.113.5]:7001".parse().unwrap();
+    t.on_client_datagram(now, mapped, &dg);
+    assert_eq!(
+        client_source(mapped.ip()),
+        client_source(v4.ip()),
+        "mapped IPv4 counts as IPv4"
+    );
+    // Establishing one flooder flow frees one slot of that /64.
+    t.on_internal_datagram(now, loop_addr(), &reply(flooder(0), b"x"));
+    assert!(matches!(
+        t.on_client_datagram(now, flooder(999), &dg),
+        Verdict::Forward { .. }
+    ));
+}
+
+#[test]
+fn a_tentative_flood_from_many_sources_evicts_oldest_first_and_spares_established_flows() {
+    let mut c = cfg();
+    c.max_flows = 64;
+    c.max_tentative = 16;
+    c.max_tentative_per_ip = 1;
+    let mut t = table(c);
+    let t0 = Instant::now();
+    let dg = check_for(&hint_for(0, loop_addr(), 1));
+    let established: Vec<SocketAddr> = (0..10)
+        .map(|i| SocketAddr::from(([198, 51, 100, i], 4000)))
+        .collect();
+    for &e in &established {
+        t.on_client_datagram(t0, e, &dg);
+        t.on_internal_datagram(t0, loop_addr(), &reply(e, b"x"));
+    }
+    // 5,000 flood flows from distinct IPv4 sources, 1 ms apart.
+    let flooder = |i: u32| SocketAddr::from((std::net::Ipv4Addr::from(0x0a40_0000 + i), 9));
+    for i in 0..5000 {
+        let now = t0 + Duration::from_millis(u64::from(i));
+        assert!(matches!(
+            t.on_client_datagram(now, flooder(i), &dg),
+            Verdict::Forward { .. }
+        ));
+        assert!(t.tentative_count() <= 16);
+    }
+    assert_eq!(t.stats().flows_evicted_tentative, 5000 - 16);
+    // The survivors are the newest 16; every established flow is untouched.
+    assert!((5000 - 16..5000).all(|i| t.route_of(flooder(i)).is_some()));
+    assert_eq!(t.route_of(flooder(5000 - 17)), None);
+    for &e in &established {
+        assert_eq!(t.route_of(e), Some((loop_addr(), true)));
+    }
+    // A legitimate newcomer gets a flow and, answered, is established.
+    let later = t0 + Duration::from_secs(6);
+    let newcomer = SocketAddr::from(([203, 0, 113, 50], 5000));
+    assert!(matches!(
+        t.on_client_datagram(later, newcomer, &dg),
+        Verdict::Forward { .. }
+    ));
+    assert!(matches!(
+        t.on_internal_datagram(later, loop_addr(), &reply(newcomer, b"y")),
+        Verdict::ToClient { .. }
+    ));
+    assert_eq!(t.route_of(newcomer), Some((loop_addr(), true)));
+    assert_eq!(t.flow_count(), 10 + 16 + 1 - 1);
+}
+
+#[test]
+fn hint_naming_a_loop_outside_the_transceiver_networks_creates_no_flow() {
+    let mut t = table(cfg());
+    let now = Instant::now();
+    for (n, outside) in ["192.0.2.9:40001", "[2001:db8::9]:40001", "11.0.0.5:40001"]
+        .iter()
+        .enumerate()
+    {
+        let dg = check_for(&hint_for(OWN_CLUSTER, outside.parse().unwrap(), 1));
+        assert_eq!(
+            t.on_client_datagram(now, client(n as u16), &dg),
+            Verdict::Drop(DropReason::HintDestination),
+            "{outside}"
+        );
+    }
+    // Handed over by a peer relay: the same check.
+    let dg = framed(
+        Direction::ToTransceiver,
+        client(9),
+        &check_for(&hint_for(
+            OWN_CLUSTER,
+            "192.0.2.9:40001".parse().unwrap(),
+            2,
+        )),
+    );
+    assert_eq!(
+        t.on_client_datagram(now, peer_addr(), &dg),
+        Verdict::Drop(DropReason::HintDestination)
+    );
+    assert_eq!(t.flow_count(), 0);
+    assert_eq!(drops(&t, DropReason::HintDestination), 4);
+}
+
+#[test]
+fn hints_open_flows_only_within_their_max_age_and_the_skew_allowance() {
+    let day = 86_400;
+    let skew = HINT_CLOCK_SKEW.as_secs();
+    let mut t = table(cfg());
+    let now = Instant::now();
+    let cases = [
+        (WALL_T0, Ok(())),
+        (WALL_T0 - day, Ok(())),
+        (WALL_T0 - day - skew + 60, Ok(())),
+        (WALL_T0 - day - skew - 60, Err(DropReason::HintExpired)),
+        (WALL_T0 - 30 * day, Err(DropReason::HintExpired)),
+        (WALL_T0 + skew, Ok(())),
+        (WALL_T0 + skew + 60, Err(DropReason::HintFromFuture)),
+        (0, Err(DropReason::HintExpired)),
+    ];
+    for (i, (minted, want)) in cases.into_iter().enumerate() {
+        let dg = check_for(&hint_minted(OWN_CLUSTER, loop_addr(), 3, minted));
+        let v = t.on_client_datagram(now, client(100 + i as u16), &dg);
+        match want {
+            Ok(()) => assert!(matches!(v, Verdict::Forward { .. }), "{minted}: {v:?}"),
+            Err(reason) => assert_eq!(v, Verdict::Drop(reason), "{minted}"),
+        }
+        // Keep the per-IP cap out of the way.
+        t.on_internal_datagram(now, loop_addr(), &reply(client(100 + i as u16), b"x"));
+    }
+    assert_eq!(drops(&t, DropReason::HintExpired), 3);
+    assert_eq!(drops(&t, DropReason::HintFromFuture), 1);
+}
+
+#[test]
+fn a_hint_expires_as_the_clock_advances_but_its_flow_lives_on() {
+    let mut c = cfg();
+    c.hint_max_age = Duration::from_secs(600);
+    let mut t = table(c);
+    let t0 = Instant::now();
+    let check = check_for(&hint_for(OWN_CLUSTER, loop_addr(), 4));
+    assert!(matches!(
+        t.on_client_datagram(t0, client(1), &check),
+        Verdict::Forward { .. }
+    ));
+    t.on_internal_datagram(t0, loop_addr(), &reply(client(1), b"x"));
+    // Consent checks every 5 s for two hours, past the max age: the flow keeps forwarding
+    // them (established flows are never re-checked).
+    let mut now = t0;
+    for _ in 0..(2 * 3600 / 5) {
+        now += Duration::from_secs(5);
+        t.handle_timeout(now);
+        assert!(matches!(
+            t.on_client_datagram(now, client(1), &check),
+            Verdict::Forward { to, .. } if to == loop_addr()
+        ));
+        t.on_internal_datagram(now, loop_addr(), &reply(client(1), b"ok"));
+    }
+    // The same ufrag from a new address (a network change) no longer opens a flow.
+    assert_eq!(
+        t.on_client_datagram(now, client(2), &check),
+        Verdict::Drop(DropReason::HintExpired)
+    );
+    // The wall clock follows set_wall_clock: stepping it back makes the hint young again.
+    t.set_wall_clock(now, Duration::from_secs(WALL_T0 + 60));
+    assert!(matches!(
+        t.on_client_datagram(now, client(2), &check),
+        Verdict::Forward { .. }
+    ));
+}
+
+#[test]
+fn a_max_age_too_large_to_add_means_no_expiry_not_a_panic() {
+    let mut c = cfg();
+    c.hint_max_age = Duration::MAX;
+    let mut t = table(c);
+    let dg = check_for(&hint_minted(OWN_CLUSTER, loop_addr(), 9, 0));
+    assert!(matches!(
+        t.on_client_datagram(Instant::now(), client(1), &dg),
+        Verdict::Forward { .. }
+    ));
+}
+
+#[test]
+fn without_a_wall_clock_no_hint_can_be_judged_and_none_opens_a_flow() {
+    let mut t = FlowTable::new(cfg());
+    let dg = check_for(&hint_for(OWN_CLUSTER, loop_addr(), 5));
+    assert_eq!(
+        t.on_client_datagram(Instant::now(), client(1), &dg),
+        Verdict::Drop(DropReason::HintExpired)
+    );
+}
+
+#[test]
+fn version_1_hints_open_flows_only_when_untimed_hints_are_accepted() {
+    let route = RoutingHint {
+        cluster_id: OWN_CLUSTER,
+        loop_addr: loop_addr(),
+    };
+    let dg = check_for(&mint_untimed(&FleetKey::new(1, KEY), &route, [6; 12]));
+    let now = Instant::now();
+    let mut strict = table(cfg());
+    assert_eq!(
+        strict.on_client_datagram(now, client(1), &dg),
+        Verdict::Drop(DropReason::HintUntimed)
+    );
+    let mut upgrading = table(RoutingConfig {
+        accept_untimed_hints: true,
+        ..cfg()
+    });
+    assert!(matches!(
+        upgrading.on_client_datagram(now, client(1), &dg),
+        Verdict::Forward { .. }
+    ));
 }
 
 #[test]
 fn tentative_flow_expires_after_the_tentative_timeout() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let t0 = Instant::now();
     t.on_client_datagram(t0, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     assert_eq!(t.poll_timeout(), Some(t0 + Duration::from_secs(5)));
@@ -306,7 +596,7 @@ fn tentative_flow_expires_after_the_tentative_timeout() {
 
 #[test]
 fn client_traffic_does_not_keep_a_tentative_flow_alive() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let t0 = Instant::now();
     t.on_client_datagram(t0, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     for s in 1..5 {
@@ -318,7 +608,7 @@ fn client_traffic_does_not_keep_a_tentative_flow_alive() {
 
 #[test]
 fn established_flow_expires_only_after_idle_timeout_and_traffic_refreshes_it() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let t0 = Instant::now();
     let s = Duration::from_secs;
     t.on_client_datagram(t0, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
@@ -341,7 +631,7 @@ fn established_flow_expires_only_after_idle_timeout_and_traffic_refreshes_it() {
 
 #[test]
 fn reply_establishes_the_flow_and_goes_to_the_client_without_header() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     t.on_client_datagram(now, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     let r = reply(client(1), b"stun-response");
@@ -359,7 +649,7 @@ fn reply_establishes_the_flow_and_goes_to_the_client_without_header() {
 
 #[test]
 fn return_path_from_a_non_transceiver_source_is_dropped_as_spoofed() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     t.on_client_datagram(now, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     for from in ["198.51.100.7:5001", "127.0.0.1:40001", "192.0.2.1:1"] {
@@ -374,7 +664,7 @@ fn return_path_from_a_non_transceiver_source_is_dropped_as_spoofed() {
 
 #[test]
 fn return_path_from_another_transceiver_than_the_flows_is_dropped() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     t.on_client_datagram(now, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     let wrong_port = SocketAddr::from(([10, 0, 0, 5], 40002));
@@ -389,7 +679,7 @@ fn return_path_from_another_transceiver_than_the_flows_is_dropped() {
 
 #[test]
 fn malformed_or_unknown_replies_are_dropped() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     t.on_client_datagram(now, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     let cases: Vec<(Vec<u8>, DropReason)> = vec![
@@ -413,12 +703,12 @@ fn malformed_or_unknown_replies_are_dropped() {
 #[test]
 fn unknown_non_stun_asks_for_a_lookup_only_when_a_cache_is_configured() {
     let now = Instant::now();
-    let mut without = FlowTable::new(cfg());
+    let mut without = table(cfg());
     assert_eq!(
         without.on_client_datagram(now, client(1), DTLS),
         Verdict::Drop(DropReason::UnknownFlow)
     );
-    let mut with = FlowTable::new(with_cache());
+    let mut with = table(with_cache());
     assert_eq!(
         with.on_client_datagram(now, client(1), DTLS),
         Verdict::Lookup(client(1))
@@ -433,7 +723,7 @@ fn unknown_non_stun_asks_for_a_lookup_only_when_a_cache_is_configured() {
 
 #[test]
 fn lookups_are_deduplicated_negatively_cached_and_rate_limited() {
-    let mut t = FlowTable::new(with_cache());
+    let mut t = table(with_cache());
     let t0 = Instant::now();
     assert_eq!(
         t.on_client_datagram(t0, client(1), DTLS),
@@ -473,7 +763,7 @@ fn lookups_are_deduplicated_negatively_cached_and_rate_limited() {
 
 #[test]
 fn unanswered_lookup_may_be_retried_after_the_lookup_timeout() {
-    let mut t = FlowTable::new(with_cache());
+    let mut t = table(with_cache());
     let t0 = Instant::now();
     assert_eq!(
         t.on_client_datagram(t0, client(1), DTLS),
@@ -488,7 +778,7 @@ fn unanswered_lookup_may_be_retried_after_the_lookup_timeout() {
 
 #[test]
 fn installed_route_restores_the_flow_without_stun() {
-    let mut t = FlowTable::new(with_cache());
+    let mut t = table(with_cache());
     let now = Instant::now();
     assert_eq!(
         t.on_client_datagram(now, client(1), DTLS),
@@ -514,7 +804,7 @@ fn installed_route_restores_the_flow_without_stun() {
 
 #[test]
 fn installed_route_to_an_unlisted_address_is_refused() {
-    let mut t = FlowTable::new(with_cache());
+    let mut t = table(with_cache());
     let now = Instant::now();
     t.install_route(now, client(1), "8.8.8.8:53".parse().unwrap());
     t.install_route(now, client(2), "192.0.2.77:9999".parse().unwrap());
@@ -527,7 +817,7 @@ fn installed_route_to_an_unlisted_address_is_refused() {
 
 #[test]
 fn established_flow_queues_its_route_once_and_again_after_the_refresh_period() {
-    let mut t = FlowTable::new(with_cache());
+    let mut t = table(with_cache());
     let t0 = Instant::now();
     t.on_client_datagram(t0, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     assert_eq!(
@@ -554,7 +844,7 @@ fn established_flow_queues_its_route_once_and_again_after_the_refresh_period() {
 
 #[test]
 fn no_route_writes_without_a_cache() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     t.on_client_datagram(now, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
     t.on_internal_datagram(now, loop_addr(), &reply(client(1), b"ok"));
@@ -563,7 +853,7 @@ fn no_route_writes_without_a_cache() {
 
 #[test]
 fn hint_of_a_peer_cluster_is_forwarded_to_that_clusters_relay() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     let dg = check_for(&hint_for(
         PEER_CLUSTER,
@@ -590,7 +880,7 @@ fn hint_of_a_peer_cluster_is_forwarded_to_that_clusters_relay() {
 
 #[test]
 fn relay_framed_datagram_from_a_non_peer_is_dropped() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     let inner = check_for(&hint_for(0, loop_addr(), 1));
     let dg = framed(Direction::ToTransceiver, client(1), &inner);
@@ -605,7 +895,7 @@ fn relay_framed_datagram_from_a_non_peer_is_dropped() {
 
 #[test]
 fn flow_handed_over_by_a_peer_relay_goes_back_through_that_peer() {
-    let mut t = FlowTable::new(cfg());
+    let mut t = table(cfg());
     let now = Instant::now();
     let peer_internal = SocketAddr::from(([192, 0, 2, 77], 3579));
     let inner = check_for(&hint_for(0, loop_addr(), 1));
@@ -730,7 +1020,7 @@ proptest! {
         ops in proptest::collection::vec((any::<bool>(), any_addr(), hostile_datagram()), 1..64),
         cache in any::<bool>(),
     ) {
-        let mut t = FlowTable::new(if cache { with_cache() } else { cfg() });
+        let mut t = table(if cache { with_cache() } else { cfg() });
         let now = Instant::now();
         for (public, from, dg) in &ops {
             let v = if *public {
@@ -754,7 +1044,7 @@ proptest! {
         c.max_tentative_per_ip = 3;
         c.max_flows = 16;
         let max_flows = c.max_flows;
-        let mut t = FlowTable::new(c);
+        let mut t = table(c);
         let mut now = Instant::now();
         let dests = destinations();
         let hints: Vec<Vec<u8>> = dests
@@ -807,6 +1097,118 @@ proptest! {
                 Verdict::Drop(_) | Verdict::Lookup(_) => {}
             }
             prop_assert!(t.flow_count() <= max_flows);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Model check of the caps: whatever mix of new clients (few IPv4 sources, few IPv6 /64s
+    /// with many addresses), replies and time, the tentative caps hold and an established
+    /// flow disappears only by idling out.
+    #[test]
+    fn caps_hold_and_established_flows_are_never_evicted(
+        ops in proptest::collection::vec(
+            prop_oneof![
+                6 => (any::<bool>(), 0u8..6, any::<u16>()).prop_map(|(v6, net, host)| (0u8, v6, net, host)),
+                3 => (Just(1u8), any::<bool>(), 0u8..6, any::<u16>()),
+                1 => (Just(2u8), Just(false), 0u8..1, 0u16..3000),
+            ],
+            1..250,
+        ),
+        max_tentative in 1usize..12,
+    ) {
+        let mut c = cfg();
+        c.max_flows = 24;
+        c.max_tentative = max_tentative;
+        c.max_tentative_per_ip = 3;
+        let idle = c.idle_timeout;
+        let mut t = table(c);
+        let dg = check_for(&hint_for(OWN_CLUSTER, loop_addr(), 7));
+        let mut now = Instant::now();
+        let addr = |v6: bool, net: u8, host: u16| -> SocketAddr {
+            if v6 {
+                SocketAddr::from(([0x2001, 0xdb8, 0, u16::from(net), host, 0, 0, 1], 5000))
+            } else {
+                SocketAddr::from(([198, 51, 100, net], host))
+            }
+        };
+        let mut clients: Vec<SocketAddr> = Vec::new();
+        // Established flows and when they last saw traffic.
+        let mut established: std::collections::HashMap<SocketAddr, Instant> = Default::default();
+        for (kind, v6, net, host) in ops {
+            match kind {
+                0 => {
+                    let from = addr(v6, net, host);
+                    let known = t.route_of(from).is_some();
+                    t.on_client_datagram(now, from, &dg);
+                    if known {
+                        if let Some(at) = established.get_mut(&from) { *at = now; }
+                    } else {
+                        clients.push(from);
+                    }
+                }
+                1 if !clients.is_empty() => {
+                    let c = clients[usize::from(host) % clients.len()];
+                    if matches!(
+                        t.on_internal_datagram(now, loop_addr(), &reply(c, b"r")),
+                        Verdict::ToClient { .. }
+                    ) {
+                        established.insert(c, now);
+                    }
+                }
+                _ => {
+                    now += Duration::from_millis(u64::from(host) * 20);
+                    t.handle_timeout(now);
+                }
+            }
+            prop_assert!(t.tentative_count() <= max_tentative);
+            prop_assert!(t.flow_count() <= 24);
+            let mut per_source: std::collections::HashMap<IpAddr, u32> = Default::default();
+            let unique: HashSet<SocketAddr> = clients.iter().copied().collect();
+            for c in &unique {
+                if let Some((_, false)) = t.route_of(*c) {
+                    *per_source.entry(client_source(c.ip())).or_default() += 1;
+                }
+            }
+            prop_assert!(per_source.values().all(|&n| n <= 3), "{per_source:?}");
+            for (c, last) in &established {
+                if *last + idle > now {
+                    prop_assert_eq!(t.route_of(*c), Some((loop_addr(), true)), "{} lost", c);
+                }
+            }
+        }
+    }
+
+    /// A hint opens a flow iff its mint minute lies within [wall - max_age - skew,
+    /// wall + skew], whatever the wall clock and the mint time.
+    #[test]
+    fn hint_age_window_is_exact(
+        wall in 1_000_000u64..4_000_000_000,
+        offset in -200_000i64..2_000,
+        max_age in 1u64..100_000,
+    ) {
+        let mut c = cfg();
+        c.hint_max_age = Duration::from_secs(max_age);
+        let mut t = FlowTable::new(c);
+        let now = Instant::now();
+        t.set_wall_clock(now, Duration::from_secs(wall));
+        let minted = wall.saturating_add_signed(offset);
+        let minute = minted / 60 * 60;
+        let dg = check_for(&hint_minted(OWN_CLUSTER, loop_addr(), 8, minted));
+        let v = t.on_client_datagram(now, client(1), &dg);
+        let skew = HINT_CLOCK_SKEW.as_secs();
+        let want = if minute > wall + skew {
+            Some(DropReason::HintFromFuture)
+        } else if wall.saturating_sub(minute) > max_age + skew {
+            Some(DropReason::HintExpired)
+        } else {
+            None
+        };
+        match want {
+            Some(reason) => prop_assert_eq!(v, Verdict::Drop(reason)),
+            None => prop_assert!(matches!(v, Verdict::Forward { .. }), "{:?}", v),
         }
     }
 }

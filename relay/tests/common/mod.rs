@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use voxgate_proto::{mint, Direction, FleetKey, RelayHeader, RoutingHint, MAX_HEADER_LEN};
+use voxgate_proto::{
+    mint, Direction, FleetKey, MintTime, RelayHeader, RoutingHint, MAX_HEADER_LEN,
+};
 
 /// The fleet key of every test (never a production key).
 pub const FLEET_KEY_HEX: &str = "5f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
@@ -23,12 +25,23 @@ pub fn hint(cluster_id: u32, loop_addr: SocketAddr) -> String {
 }
 
 pub fn hint_with(key: &FleetKey, cluster_id: u32, loop_addr: SocketAddr) -> String {
+    hint_minted(key, cluster_id, loop_addr, std::time::SystemTime::now())
+}
+
+/// A real routing hint minted at wall-clock time `at` (in the past to test expiry).
+pub fn hint_minted(
+    key: &FleetKey,
+    cluster_id: u32,
+    loop_addr: SocketAddr,
+    at: std::time::SystemTime,
+) -> String {
     mint(
         key,
         &RoutingHint {
             cluster_id,
             loop_addr,
         },
+        MintTime::from_system_time(at),
         rand::random(),
     )
 }

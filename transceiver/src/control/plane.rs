@@ -7,11 +7,11 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use str0m::config::DtlsCert;
 use tokio::sync::{mpsc, oneshot};
-use voxgate_proto::hint::{self, FleetKey, RoutingHint, NONCE_LEN};
+use voxgate_proto::hint::{self, FleetKey, MintTime, RoutingHint, NONCE_LEN};
 
 use std::collections::HashMap;
 
@@ -198,7 +198,10 @@ impl ControlPlane {
             ),
         };
         let nonce: [u8; NONCE_LEN] = rand::random();
-        let ufrag = hint::mint(&self.config.fleet_key, &hint, nonce);
+        // Relays stop routing ufrags older than their --hint-max-age-secs; an ICE restart
+        // mints afresh, so a long call can always move to a new client address.
+        let minted = MintTime::from_system_time(SystemTime::now());
+        let ufrag = hint::mint(&self.config.fleet_key, &hint, minted, nonce);
         (ufrag, random_ice_password())
     }
 
