@@ -732,6 +732,7 @@ fn relay_failover(
         .map(|i| fleet.session(i).session_id().to_owned())
         .collect();
     let installed_before = relay_metric(http, 1, "voxgate_relay_routes_installed_total");
+    let established_before = relay_metric(http, 1, "voxgate_relay_flows_established_total");
     let created_before: f64 = (0..TX_IPS.len())
         .map(|tx| tx_metric(http, tx, "voxgate_sessions_created_total"))
         .sum();
@@ -841,13 +842,15 @@ fn relay_failover(
 
     let installed =
         relay_metric(http, 1, "voxgate_relay_routes_installed_total") - installed_before;
+    let established =
+        relay_metric(http, 1, "voxgate_relay_flows_established_total") - established_before;
     let created_after: f64 = (0..TX_IPS.len())
         .map(|tx| tx_metric(http, tx, "voxgate_sessions_created_total"))
         .sum();
     println!(
         "relay failover: {} callers moved to relay2; uplink resumed for all; downlink gap at the \
          client (last packet before the kill to first after the switch, {} callers) min {:.0} ms, median {:.0} ms, max {:.0} ms (session {}); kill → switch took \
-         {:.1} ms; relay2 restored {installed} routes from Redis",
+         {:.1} ms; relay2 restored {installed} routes from Redis, the rest by their hint",
         moved.len(),
         gaps.len(),
         ms(min),
@@ -867,13 +870,21 @@ fn relay_failover(
         created_after, created_before,
         "sessions were created during the failover"
     );
-    // Resumed from Redis, not from the next consent STUN (every 3 s or so): relay2 installed
-    // the moved flows from the route cache on their first RTP packet. (A flow whose periodic
-    // STUN check happens to reach relay2 before its next RTP packet, a ~1% chance each, is
-    // routed by its hint instead, just as fast; hence the small allowance.)
+    // Every moved flow is back on relay2, and no new session was signaled. A flow is restored
+    // either from the Redis route on its first RTP packet or by the hint in a binding request
+    // that reaches relay2 first: a client whose checks went unanswered through the dead relay
+    // re-checks at once, so on a loaded machine many flows come back by their hint (seen: 14
+    // of 30 beside a release build), just as fast. The Redis path must carry some of them; the
+    // relay's own tests prove a restore from Redis alone (`route_cache.rs`).
     assert!(
-        installed + 3.0 >= moved.len() as f64,
-        "relay2 installed only {installed} routes from Redis for {} moved callers\n{}",
+        established >= moved.len() as f64,
+        "relay2 re-established only {established} flows for {} moved callers\n{}",
+        moved.len(),
+        relay_diagnostics(http)
+    );
+    assert!(
+        installed >= 1.0,
+        "relay2 restored no route from Redis for {} moved callers\n{}",
         moved.len(),
         relay_diagnostics(http)
     );
