@@ -888,9 +888,15 @@ fn relay_failover(
         moved.len(),
         relay_diagnostics(http)
     );
+    // The uplink resumes from the Redis route at once (checked above). The downlink follows
+    // the session's reply path, which moves to relay2 only when the transceiver answers an
+    // authenticated binding request through it (issue 11: no unauthenticated datagram may move
+    // it). A client re-checks at once when its checks went unanswered through the dead relay,
+    // or else at its next consent check: the gap is tens of ms or up to one consent interval
+    // (seen 45 ms and 2.9 s medians). RFC 7675 spaces consent checks 4-6 s apart at most.
     assert!(
-        median < Duration::from_millis(500),
-        "media took {:.0} ms (median) to resume\n{}",
+        median < Duration::from_secs(6),
+        "the downlink took {:.0} ms (median) to resume, more than a consent interval\n{}",
         ms(median),
         relay_diagnostics(http)
     );
