@@ -66,14 +66,11 @@ fn hint(c: &mut Criterion) {
 }
 
 fn header(c: &mut Criterion) {
-    let h4 = RelayHeader {
-        direction: Direction::ToTransceiver,
-        client: "198.51.100.7:5000".parse().unwrap(),
-    };
-    let h6 = RelayHeader {
-        direction: Direction::ToClient,
-        client: "[2001:db8::7]:5000".parse().unwrap(),
-    };
+    let h4 = RelayHeader::udp(
+        Direction::ToTransceiver,
+        "198.51.100.7:5000".parse().unwrap(),
+    );
+    let h6 = RelayHeader::udp(Direction::ToClient, "[2001:db8::7]:5000".parse().unwrap());
     let mut buf = [0u8; 1500];
     c.bench_function("relay_header/encode_v4", |b| {
         b.iter(|| black_box(&h4).encode(black_box(&mut buf)))

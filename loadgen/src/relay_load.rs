@@ -187,7 +187,7 @@ fn sink_loop(socket: UdpSocket, state: Arc<SinkState>, cpu: Option<usize>) {
                     if let Some(from) = batch.source(i) {
                         let reply = RelayHeader {
                             direction: Direction::ToClient,
-                            client: h.client,
+                            ..h
                         };
                         let mut txid = [0u8; 12];
                         txid.copy_from_slice(&inner[8..20]);

@@ -41,7 +41,7 @@
 //! // Relay: route with no lookup, then frame the datagram for the transceiver loop.
 //! let route = decode(&Keyring::new(key), server_ufrag(&stun).unwrap()).unwrap();
 //! assert_eq!(route, hint);
-//! let header = RelayHeader { direction: Direction::ToTransceiver, client: "198.51.100.7:5000".parse().unwrap() };
+//! let header = RelayHeader::udp(Direction::ToTransceiver, "198.51.100.7:5000".parse().unwrap());
 //! let mut out = [0u8; 1500];
 //! let n = header.encode(&mut out).unwrap();
 //! out[n..n + stun.len()].copy_from_slice(&stun);
@@ -61,7 +61,8 @@ pub use hint::{
     KeyError, Keyring, MintTime, RoutingHint, MAX_UFRAG_LEN, NONCE_LEN,
 };
 pub use relay_header::{
-    is_relay_framed, Direction, HeaderError, RelayHeader, MAGIC_V1, MAX_HEADER_LEN,
+    is_relay_framed, Direction, HeaderError, RelayHeader, Transport, MAGIC_V1, MAGIC_V2,
+    MAX_HEADER_LEN,
 };
 pub use stun_username::{
     binding_request_username, looks_like_stun, server_ufrag, split_username, StunError,

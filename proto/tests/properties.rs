@@ -6,7 +6,9 @@ use proptest::prelude::*;
 use voxgate_proto::hint::{
     self, FleetKey, Keyring, MintTime, RoutingHint, MAX_UFRAG_LEN, NONCE_LEN,
 };
-use voxgate_proto::relay_header::{is_relay_framed, Direction, RelayHeader, MAX_HEADER_LEN};
+use voxgate_proto::relay_header::{
+    is_relay_framed, Direction, RelayHeader, Transport, MAX_HEADER_LEN,
+};
 use voxgate_proto::stun_username::{
     binding_request_username, looks_like_stun, server_ufrag, split_username,
 };
@@ -35,14 +37,24 @@ fn routing_hint() -> impl Strategy<Value = RoutingHint> {
     })
 }
 
+fn transport() -> impl Strategy<Value = Transport> {
+    prop_oneof![
+        Just(Transport::Udp),
+        any::<u32>().prop_map(|conn| Transport::Tcp { conn }),
+    ]
+}
+
 fn relay_header() -> impl Strategy<Value = RelayHeader> {
-    (any::<bool>(), socket_addr()).prop_map(|(to_client, client)| RelayHeader {
-        direction: if to_client {
-            Direction::ToClient
-        } else {
-            Direction::ToTransceiver
-        },
-        client,
+    (any::<bool>(), socket_addr(), transport()).prop_map(|(to_client, client, transport)| {
+        RelayHeader {
+            direction: if to_client {
+                Direction::ToClient
+            } else {
+                Direction::ToTransceiver
+            },
+            client,
+            transport,
+        }
     })
 }
 
@@ -118,13 +130,22 @@ proptest! {
 
     #[test]
     fn relay_header_decode_never_panics_on_framed_looking_bytes(
+        v2 in any::<bool>(),
         flags in any::<u8>(),
         tail in prop::collection::vec(any::<u8>(), 0..40),
     ) {
-        let mut bytes = vec![voxgate_proto::MAGIC_V1, flags];
+        let magic = if v2 { voxgate_proto::MAGIC_V2 } else { voxgate_proto::MAGIC_V1 };
+        let mut bytes = vec![magic, flags];
         bytes.extend_from_slice(&tail);
         if let Ok((h, payload)) = RelayHeader::decode(&bytes) {
             prop_assert_eq!(h.encoded_len() + payload.len(), bytes.len());
+            // What decodes re-encodes to the same bytes (a v2 UDP header re-encodes as v1,
+            // so compare only the canonical forms).
+            if !v2 || matches!(h.transport, Transport::Tcp { .. }) {
+                let mut again = vec![0u8; h.encoded_len()];
+                h.encode(&mut again).unwrap();
+                prop_assert_eq!(&again[..], &bytes[..h.encoded_len()]);
+            }
         }
     }
 

@@ -314,10 +314,7 @@ impl FlowTable {
             let to = flow.to;
             return Verdict::Forward {
                 to,
-                header: Some(RelayHeader {
-                    direction: Direction::ToTransceiver,
-                    client: from,
-                }),
+                header: Some(RelayHeader::udp(Direction::ToTransceiver, from)),
             };
         }
         if !looks_like_stun(bytes) {
@@ -347,10 +344,7 @@ impl FlowTable {
         self.count_up(from, bytes.len());
         Verdict::Forward {
             to,
-            header: Some(RelayHeader {
-                direction: Direction::ToTransceiver,
-                client: from,
-            }),
+            header: Some(RelayHeader::udp(Direction::ToTransceiver, from)),
         }
     }
 

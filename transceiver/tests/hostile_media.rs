@@ -102,12 +102,9 @@ fn call_with_downlink(args: &[&str], downlink_secs: f32) -> Call {
 /// `bytes` behind a relay header claiming it came from `client`.
 fn framed(client: SocketAddr, bytes: &[u8]) -> Vec<u8> {
     let mut buf = [0u8; MAX_HEADER_LEN];
-    let n = RelayHeader {
-        direction: Direction::ToTransceiver,
-        client,
-    }
-    .encode(&mut buf)
-    .expect("encode relay header");
+    let n = RelayHeader::udp(Direction::ToTransceiver, client)
+        .encode(&mut buf)
+        .expect("encode relay header");
     let mut v = buf[..n].to_vec();
     v.extend_from_slice(bytes);
     v

@@ -105,7 +105,9 @@ fn check_for(ufrag: &str) -> Vec<u8> {
 
 fn framed(direction: Direction, client: SocketAddr, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; MAX_HEADER_LEN];
-    let n = RelayHeader { direction, client }.encode(&mut out).unwrap();
+    let n = RelayHeader::udp(direction, client)
+        .encode(&mut out)
+        .unwrap();
     out.truncate(n);
     out.extend_from_slice(payload);
     out
@@ -116,10 +118,7 @@ fn reply(client: SocketAddr, payload: &[u8]) -> Vec<u8> {
 }
 
 fn to_transceiver(c: SocketAddr) -> Option<RelayHeader> {
-    Some(RelayHeader {
-        direction: Direction::ToTransceiver,
-        client: c,
-    })
+    Some(RelayHeader::udp(Direction::ToTransceiver, c))
 }
 
 const DTLS: &[u8] = &[22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 1];

@@ -76,7 +76,9 @@ pub fn dtls_like(n: u8) -> Vec<u8> {
 
 pub fn frame(direction: Direction, client: SocketAddr, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; MAX_HEADER_LEN];
-    let n = RelayHeader { direction, client }.encode(&mut out).unwrap();
+    let n = RelayHeader::udp(direction, client)
+        .encode(&mut out)
+        .unwrap();
     out.truncate(n);
     out.extend_from_slice(payload);
     out

@@ -717,10 +717,7 @@ fn queue_send(
         }
         Route::Direct => (t.destination, &header[..0]),
         Route::Via(relay) => {
-            let h = RelayHeader {
-                direction: Direction::ToClient,
-                client: t.destination,
-            };
+            let h = RelayHeader::udp(Direction::ToClient, t.destination);
             match h.encode(&mut header) {
                 Ok(n) => (relay, &header[..n]),
                 Err(_) => {
