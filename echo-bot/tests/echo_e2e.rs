@@ -83,6 +83,18 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
+const SIGCONT: i32 = 18;
+const SIGSTOP: i32 = 19;
+
+impl Proc {
+    /// Sends `sig` to the child (SIGSTOP freezes it: its sockets stay open, nothing is read,
+    /// nothing is answered, no FIN is sent).
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc_kill(self.child.id() as i32, sig) };
+    }
+}
+
 fn free_tcp_port() -> u16 {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
     l.local_addr().expect("addr").port()
@@ -143,6 +155,10 @@ struct Transceiver {
 }
 
 fn start_transceiver(tag: &str) -> Transceiver {
+    start_transceiver_with(tag, &[])
+}
+
+fn start_transceiver_with(tag: &str, extra_args: &[&str]) -> Transceiver {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let (signal_port, grpc_port, media_port) = (free_tcp_port(), free_tcp_port(), free_udp_port());
     let proc = Proc::spawn(
@@ -151,6 +167,7 @@ fn start_transceiver(tag: &str) -> Transceiver {
             .args(["--media-listen", &format!("127.0.0.1:{media_port}")])
             .args(["--grpc-listen", &format!("127.0.0.1:{grpc_port}")])
             .args(["--loops", "1", "--no-pin"])
+            .args(extra_args)
             .env("VOXGATE_GRPC_TOKEN", TOKEN)
             .env("RUST_LOG", "info"),
         dir.join(format!("echo-e2e-{tag}-transceiver.log")),
@@ -336,6 +353,66 @@ fn sigterm_hands_the_caller_to_another_bot() {
         loud_frames(f.session(i).received_pcm()) >= 45
     });
     assert!(heard, "no reply from the second bot:\n{}", second.output());
+    fleet.delete(i).expect("delete");
+}
+
+/// Issue 11: a backend frozen without a FIN (SIGSTOP: its TCP connection stays open, its
+/// kernel still ACKs, nothing above it answers) is found dead by the gRPC server's HTTP/2
+/// keepalive (1 s interval + 1 s timeout here), and its caller is re-dispatched to a live bot
+/// and hears it. The uplink-stall detector is set far out (120 s) so keepalive alone must act.
+#[test]
+fn a_bot_frozen_with_sigstop_is_found_by_keepalive_and_its_caller_moves() {
+    let t = start_transceiver_with(
+        "sigstop",
+        &[
+            "--grpc-keepalive-secs",
+            "1",
+            "--grpc-keepalive-timeout-secs",
+            "1",
+            "--backend-stall-secs",
+            "120",
+        ],
+    );
+    let frozen = start_bot(&t, "e2e-frozen-a", 1);
+    let mut fleet = Fleet::new().expect("fleet");
+    let i = fleet
+        .open(caller(&t.base_url, 600.0, Duration::ZERO))
+        .expect("open session");
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .session(i)
+            .is_connected())
+    );
+    assert!(
+        frozen.wait_for_log("session attached", Duration::from_secs(5)),
+        "{}",
+        frozen.output()
+    );
+    let live = start_bot(&t, "e2e-frozen-b", 1);
+    frozen.signal(SIGSTOP);
+    let stopped_at = Instant::now();
+    // Keepalive bounds the detection at about 2 s; 20 s leaves room for a busy machine.
+    let moved = fleet.run_until(Instant::now() + Duration::from_secs(20), |_| {
+        live.output().contains("session attached attempt=2")
+    });
+    let took = stopped_at.elapsed();
+    frozen.signal(SIGCONT);
+    assert!(
+        moved,
+        "live bot:\n{}\ntransceiver:\n{}",
+        live.output(),
+        t.proc.output()
+    );
+    println!("re-dispatched {took:?} after SIGSTOP");
+    // The caller, still connected, talks to the live bot and hears it.
+    assert!(fleet.session(i).is_connected());
+    fleet
+        .session_mut(i)
+        .start_audio(Instant::now(), Duration::from_secs(1));
+    let heard = fleet.run_until(Instant::now() + Duration::from_secs(5), |f| {
+        loud_frames(f.session(i).received_pcm()) >= 45
+    });
+    assert!(heard, "no reply from the live bot:\n{}", live.output());
     fleet.delete(i).expect("delete");
 }
 

@@ -529,6 +529,21 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
+/// Median, p99 and largest gap (ms) between consecutive arrival times.
+fn gap_stats(arrivals: &[Duration]) -> (f64, f64, f64) {
+    let mut gaps: Vec<f64> = arrivals
+        .windows(2)
+        .map(|w| (w[1].saturating_sub(w[0])).as_secs_f64() * 1000.0)
+        .collect();
+    assert!(!gaps.is_empty(), "no downlink packets");
+    gaps.sort_by(|a, b| a.total_cmp(b));
+    (
+        gaps[gaps.len() / 2],
+        gaps[gaps.len() * 99 / 100],
+        gaps[gaps.len() - 1],
+    )
+}
+
 /// Sends `datagram` to `to` as fast as `sendmmsg` allows until `stop`; returns the count.
 fn flood(to: SocketAddr, datagram: &[u8], stop: &AtomicBool) -> u64 {
     use std::os::fd::AsRawFd;
@@ -707,6 +722,11 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
             .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
+    // Baseline: the same measurement with no flood, so the test asks what the flood costs the
+    // session rather than what the machine's other work costs it.
+    let from = caller.rtp_arrivals.len();
+    caller.drive_for(Duration::from_secs(3));
+    let (base_median, base_p99, _) = gap_stats(&caller.rtp_arrivals[from..]);
     let dropped_before = dropped_of(&server);
     let kernel_before = kernel_drops(server.media_base_port);
     std::thread::scope(|s| {
@@ -715,7 +735,14 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
         // reaches the session and fails str0m's HMAC), so one sender fills the loop.
         let forged = binding_request(caller.session.server_ufrag(), 1);
         let stop = &stop;
-        let flooder = s.spawn(move || flood(media, &forged, stop));
+        let flooder = s.spawn(move || {
+            // An attacker's CPU is not ours: at nice 19 the sender (and the kernel's loopback
+            // delivery, which runs in its context) takes only what the loop and the caller
+            // leave, and still overflows the loop's socket (asserted below).
+            // SAFETY: setpriority on the calling thread (who = 0).
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+            flood(media, &forged, stop)
+        });
         caller.drive_for(Duration::from_millis(500));
         let from = caller.rtp_arrivals.len();
         caller.drive_for(Duration::from_secs(2));
@@ -729,20 +756,18 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
         let dropped = dropped_of(&server) - dropped_before;
         let overflowed = kernel_drops(server.media_base_port) - kernel_before;
 
-        let mut gaps: Vec<f64> = caller.rtp_arrivals[from..]
-            .windows(2)
-            .map(|w| (w[1].saturating_sub(w[0])).as_secs_f64() * 1000.0)
-            .collect();
-        gaps.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        assert!(gaps.len() >= 150, "{} downlink packets in 4 s", gaps.len());
-        let median = gaps[gaps.len() / 2];
-        let p99 = gaps[gaps.len() * 99 / 100];
+        let arrivals = &caller.rtp_arrivals[from..];
+        assert!(
+            arrivals.len() >= 150,
+            "{} downlink packets in 4 s",
+            arrivals.len()
+        );
+        let (median, p99, max) = gap_stats(arrivals);
         eprintln!(
             "flood: {flooded} sent, {dropped} dropped by the loop, {overflowed} by the kernel \
-             (socket full), loop busy {busy:.2}; downlink \
-             gaps (kernel arrival) median {median:.1} ms, p99 {p99:.1} ms, max {:.1} ms; GET \
-             answered in {answered_in:?}",
-            gaps[gaps.len() - 1]
+             (socket full), loop busy {busy:.2}; downlink gaps (kernel arrival) median \
+             {median:.1} ms, p99 {p99:.1} ms, max {max:.1} ms (no flood: median \
+             {base_median:.1} ms, p99 {base_p99:.1} ms); GET answered in {answered_in:?}"
         );
         // The loop was at capacity: the flood came faster than it could read, so its socket
         // overflowed and the kernel dropped the rest.
@@ -763,12 +788,15 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
             (18.0..=22.0).contains(&median),
             "median downlink gap {median:.1} ms"
         );
-        // The product target is p99 <= 30 ms. On the shared 2-core test machine the
-        // scheduler alone costs more: with no flood at all, a release build measured p99
-        // 26-33 ms here, and the flooder, caller, backend and transceiver threads share both
-        // cores. The bound is what holds there every time (debug build beside a release build:
-        // p99 37-47 ms); a starving loop fails it by far (no tick for the whole flood).
-        assert!(p99 <= 80.0, "p99 downlink gap {p99:.1} ms");
+        // The target: p99 <= 30 ms under the flood. What the machine's other work costs the
+        // loop without any flood is measured above; when that alone exceeds 20 ms (a busy
+        // shared machine), the flood may add at most 10 ms to it. A loop that reads the flood
+        // before its timers fails either bound by far (no tick for a whole read pass).
+        let bound = 30.0_f64.max(base_p99 + 10.0);
+        assert!(
+            p99 <= bound,
+            "p99 downlink gap {p99:.1} ms under the flood (bound {bound:.1} ms; {base_p99:.1} ms without)"
+        );
     });
     // DELETE is answered too.
     let r = support::http_delete(&server.url(&format!("/v1/sessions/{id}")), None);
