@@ -185,11 +185,17 @@ pub struct Args {
 
     /// Public TCP address for ICE over TCP (RFC 6544 passive candidates, RFC 4571 framing),
     /// or `off`. Default: the IP and port of --listen. One thread serves every connection and
-    /// talks to transceivers from its own internal UDP socket (--internal-listen port +
-    /// --workers). A connection's first frame must be a STUN binding request with a valid
-    /// hint, else it is closed with nothing sent.
+    /// talks to transceivers from its own internal UDP socket (--tcp-internal-listen). A
+    /// connection's first frame must be a STUN binding request with a valid hint, else it is
+    /// closed with nothing sent.
     #[arg(long, env = "VOXGATE_RELAY_TCP_LISTEN", value_parser = parse_tcp_listen)]
     pub tcp_listen: Option<TcpListen>,
+
+    /// Internal UDP address of the TCP thread: frames of TCP clients leave from it and
+    /// transceivers answer to it. Default: the IP of --internal-listen, any free port (set
+    /// a port when a firewall between relay and transceivers needs one).
+    #[arg(long, env = "VOXGATE_RELAY_TCP_INTERNAL_LISTEN")]
+    pub tcp_internal_listen: Option<SocketAddr>,
 
     /// Cap on open TCP connections per client source (an IPv4 address, or an IPv6 /64).
     /// Callers behind one corporate NAT share it: each needs one connection.
@@ -306,9 +312,7 @@ pub enum ConfigError {
     #[error("--peer-cluster names this relay's own cluster id {0}")]
     PeerIsSelf(u32),
     /// The worker count does not fit the internal port range.
-    #[error(
-        "--internal-listen port {port} + {workers} workers (+ 1 for the TCP thread) exceeds 65535"
-    )]
+    #[error("--internal-listen port {port} + {workers} workers exceeds 65535")]
     InternalPorts {
         /// Base port.
         port: u16,
@@ -382,6 +386,8 @@ impl RoutingConfig {
 pub struct TcpConfig {
     /// Where to listen; `None`: the UDP public address (as bound, so port 0 resolves first).
     pub listen: Option<SocketAddr>,
+    /// The TCP thread's internal UDP address.
+    pub internal_listen: SocketAddr,
     /// Open connections per client source.
     pub max_per_ip: u32,
     /// Open connections in all.
@@ -491,9 +497,7 @@ impl Config {
         }
         let tcp_on = args.tcp_listen != Some(TcpListen::Off);
         let base = args.internal_listen.port();
-        // The TCP thread's internal socket takes the port after the workers'.
-        let internal_ports = workers + usize::from(tcp_on);
-        if base != 0 && usize::from(base) + internal_ports - 1 > usize::from(u16::MAX) {
+        if base != 0 && usize::from(base) + workers - 1 > usize::from(u16::MAX) {
             return Err(ConfigError::InternalPorts {
                 port: base,
                 workers,
@@ -543,6 +547,9 @@ impl Config {
                 Some(TcpListen::At(addr)) => Some(addr),
                 _ => None,
             },
+            internal_listen: args
+                .tcp_internal_listen
+                .unwrap_or(SocketAddr::new(args.internal_listen.ip(), 0)),
             max_per_ip: args.tcp_max_per_ip,
             max_connections: args.tcp_max_connections,
             first_frame_timeout: Duration::from_secs(args.tcp_first_frame_timeout_secs),
@@ -677,19 +684,16 @@ mod tests {
             parse(&["--tcp-write-queue-bytes", "100"]),
             Err(ConfigError::OutOfRange(_))
         ));
-        assert!(matches!(
-            parse(&["--internal-listen", "127.0.0.1:65534", "--workers", "2"]),
-            Err(ConfigError::InternalPorts { .. })
-        ));
-        assert!(parse(&[
-            "--internal-listen",
-            "127.0.0.1:65534",
-            "--workers",
-            "2",
-            "--tcp-listen",
-            "off"
-        ])
-        .is_ok());
+        let c = parse(&["--internal-listen", "10.0.0.5:3578"]).unwrap();
+        assert_eq!(
+            c.tcp.unwrap().internal_listen,
+            "10.0.0.5:0".parse().unwrap()
+        );
+        let c = parse(&["--tcp-internal-listen", "10.0.0.5:3600"]).unwrap();
+        assert_eq!(
+            c.tcp.unwrap().internal_listen,
+            "10.0.0.5:3600".parse().unwrap()
+        );
     }
 
     #[test]

@@ -210,7 +210,7 @@ impl Relay {
 }
 
 /// Binds the public TCP listener (default: the UDP public address) and the TCP thread's
-/// internal UDP socket (`--internal-listen` port + workers, or an ephemeral port).
+/// internal UDP socket.
 fn bind_tcp(
     cfg: &Config,
     tcp: &TcpConfig,
@@ -218,16 +218,7 @@ fn bind_tcp(
 ) -> Result<(TcpListener, std::net::UdpSocket), StartError> {
     let addr = tcp.listen.unwrap_or(udp_public);
     let listener = tcp_listener(addr).map_err(io_err("binding the TCP listener"))?;
-    let mut internal = cfg.internal_listen;
-    if internal.port() != 0 {
-        let port = usize::from(internal.port()) + cfg.workers;
-        let port = u16::try_from(port).map_err(|_| StartError::Io {
-            what: "choosing the TCP internal port",
-            source: io::Error::other("port out of range"),
-        })?;
-        internal.set_port(port);
-    }
-    let internal = worker::udp_socket(internal, false, cfg.socket_buffer_bytes)
+    let internal = worker::udp_socket(tcp.internal_listen, false, cfg.socket_buffer_bytes)
         .map_err(io_err("binding the TCP thread's internal socket"))?;
     Ok((listener, internal))
 }
