@@ -170,7 +170,7 @@ impl Relay {
         }
 
         if let (Some((listener, internal)), Some(tcp)) = (tcp_sockets, cfg.tcp.clone()) {
-            let (poll, waker) = tcp_loop::poll_with_waker().map_err(io_err("creating a poll"))?;
+            let (poll, waker) = worker::poll_with_waker().map_err(io_err("creating a poll"))?;
             wakers.push(waker);
             let setup = TcpSetup {
                 listener,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use mio::net::{TcpListener, TcpStream, UdpSocket as MioUdp};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Poll, Token};
 use voxgate_proto::{Direction, RelayHeader, Transport, MAX_HEADER_LEN};
 
 use super::admission::Admission;
@@ -48,8 +48,8 @@ const BATCH: usize = 32;
 
 const LISTENER: Token = Token(0);
 const UDP: Token = Token(1);
-/// Token of the waker (shutdown).
-pub const WAKER: Token = Token(2);
+/// Token of the waker (shutdown): the workers' (`worker::poll_with_waker` makes both).
+const WAKER: Token = crate::worker::WAKER;
 const FIRST_CONN: usize = 3;
 
 /// Everything the TCP thread needs; built on the main thread, moved into the thread.
@@ -70,13 +70,6 @@ pub struct TcpSetup {
     pub publish_every: Duration,
     /// Set on shutdown (then the waker fires).
     pub shutdown: Arc<AtomicBool>,
-}
-
-/// Creates the poll instance and its waker for the TCP thread.
-pub fn poll_with_waker() -> io::Result<(Poll, Arc<Waker>)> {
-    let poll = Poll::new()?;
-    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-    Ok((poll, waker))
 }
 
 /// One client connection: its socket and the Sans-IO pieces beside it.
