@@ -51,6 +51,8 @@ const MARK: u32 = 0x5EED_F10E;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 pub enum FlowTarget {
     Relay,
+    /// The relay's TCP listener (ICE over TCP, RFC 4571 frames): one connection per flow.
+    RelayTcp,
     Forwarder,
     Coturn,
     Direct,
@@ -119,6 +121,9 @@ pub struct FlowResult {
     /// Sender → sink socket, µs.
     pub latency_us: Summary,
     pub latency_cdf: Vec<(f64, f64)>,
+    /// Per flow, ms: the first STUN round trip through the middle hop (relay targets; for
+    /// TCP, connect included).
+    pub setup_ms: Summary,
 }
 
 #[derive(Default)]
@@ -235,8 +240,50 @@ fn sink_loop(socket: UdpSocket, state: Arc<SinkState>, cpu: Option<usize>) {
 /// A flow socket and what goes in front of each payload.
 struct Flow {
     socket: UdpSocket,
+    /// For [`FlowTarget::RelayTcp`]: the connection the flow's frames go through instead.
+    tcp: Option<std::net::TcpStream>,
     to: SocketAddr,
     prefix: Option<[u8; 4]>,
+}
+
+/// A hint naming `sink`, minted now under `key`, unique per flow.
+fn flow_ufrag(key: &FleetKey, sink: SocketAddr, i: usize) -> String {
+    let hint = RoutingHint {
+        cluster_id: 0,
+        loop_addr: sink,
+    };
+    let mut nonce = [0u8; 12];
+    nonce[..8].copy_from_slice(&(i as u64).to_be_bytes());
+    nonce[8..].copy_from_slice(&std::process::id().to_be_bytes());
+    let minted = MintTime::from_system_time(std::time::SystemTime::now());
+    mint(key, &hint, minted, nonce)
+}
+
+/// Connects to the relay's TCP port and completes the first STUN round trip over RFC 4571
+/// frames; returns the connection (non-blocking) and how long connect + check took.
+fn open_tcp_flow(
+    to: SocketAddr,
+    probe: &[u8],
+    txid: [u8; 12],
+) -> anyhow::Result<(std::net::TcpStream, Duration)> {
+    use std::io::{Read as _, Write as _};
+    let t0 = Instant::now();
+    let mut c = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(3))?;
+    c.set_nodelay(true)?;
+    c.set_read_timeout(Some(Duration::from_secs(3)))?;
+    let mut framed = (probe.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(probe);
+    c.write_all(&framed)?;
+    let mut prefix = [0u8; 2];
+    c.read_exact(&mut prefix)?;
+    let mut answer = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
+    c.read_exact(&mut answer)?;
+    let setup = t0.elapsed();
+    if answer.len() < 20 || answer[8..20] != txid {
+        bail!("unexpected answer to the TCP flow's STUN check");
+    }
+    c.set_nonblocking(true)?;
+    Ok((c, setup))
 }
 
 fn recv_timeout(s: &UdpSocket, buf: &mut [u8], t: Duration) -> std::io::Result<usize> {
@@ -244,13 +291,17 @@ fn recv_timeout(s: &UdpSocket, buf: &mut [u8], t: Duration) -> std::io::Result<u
     s.recv(buf)
 }
 
-fn open_flows(a: &FlowsArgs, sink: SocketAddr) -> anyhow::Result<Vec<Flow>> {
+fn open_flows(
+    a: &FlowsArgs,
+    sink: SocketAddr,
+    setup_ms: &mut Vec<f64>,
+) -> anyhow::Result<Vec<Flow>> {
     let to = match a.target {
         FlowTarget::Direct => sink,
         _ => a.to.context("--to is required for this target")?,
     };
     let key = match a.target {
-        FlowTarget::Relay => Some(FleetKey::from_hex(
+        FlowTarget::Relay | FlowTarget::RelayTcp => Some(FleetKey::from_hex(
             a.fleet_key_id,
             a.fleet_key
                 .as_deref()
@@ -266,19 +317,13 @@ fn open_flows(a: &FlowsArgs, sink: SocketAddr) -> anyhow::Result<Vec<Flow>> {
         set_buffers(s.as_raw_fd(), 1 << 20);
         let mut txid = [0u8; 12];
         txid[..8].copy_from_slice(&(i as u64 + 1).to_be_bytes());
+        let mut tcp = None;
         let prefix = match a.target {
             FlowTarget::Relay => {
-                let hint = RoutingHint {
-                    cluster_id: 0,
-                    loop_addr: sink,
-                };
-                let mut nonce = [0u8; 12];
-                nonce[..8].copy_from_slice(&(i as u64).to_be_bytes());
-                nonce[8..].copy_from_slice(&std::process::id().to_be_bytes());
-                let minted = MintTime::from_system_time(std::time::SystemTime::now());
-                let ufrag = mint(key.as_ref().expect("relay key"), &hint, minted, nonce);
+                let ufrag = flow_ufrag(key.as_ref().context("relay key")?, sink, i);
                 let probe = binding_request(format!("{ufrag}:lg{i}").as_bytes(), txid);
                 let mut ok = false;
+                let t0 = Instant::now();
                 for _ in 0..5 {
                     s.send(&probe)?;
                     if let Ok(n) = recv_timeout(&s, &mut buf, Duration::from_millis(300)) {
@@ -291,6 +336,16 @@ fn open_flows(a: &FlowsArgs, sink: SocketAddr) -> anyhow::Result<Vec<Flow>> {
                 if !ok {
                     bail!("relay flow {i} was not established (no answer to its STUN check)");
                 }
+                setup_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+                None
+            }
+            FlowTarget::RelayTcp => {
+                let ufrag = flow_ufrag(key.as_ref().context("relay key")?, sink, i);
+                let probe = binding_request(format!("{ufrag}:lg{i}").as_bytes(), txid);
+                let (c, setup) = open_tcp_flow(to, &probe, txid)
+                    .with_context(|| format!("relay TCP flow {i}"))?;
+                setup_ms.push(setup.as_secs_f64() * 1e3);
+                tcp = Some(c);
                 None
             }
             FlowTarget::Coturn => {
@@ -324,6 +379,7 @@ fn open_flows(a: &FlowsArgs, sink: SocketAddr) -> anyhow::Result<Vec<Flow>> {
         s.set_nonblocking(true)?;
         flows.push(Flow {
             socket: s,
+            tcp,
             to,
             prefix,
         });
@@ -353,6 +409,13 @@ fn generate(flows: &[Flow], size: usize, rate: f64, dur: Duration, seq: &mut [u1
         }
         let n = (due as usize).clamp(1, BURST);
         let f = &flows[k];
+        if let Some(tcp) = &f.tcp {
+            let (ok, dropped) = write_frames(tcp, size, n, k, &mut seq[k]);
+            sent += ok;
+            drops += dropped;
+            k = (k + 1) % flows.len();
+            continue;
+        }
         let dst = f.to;
         for _ in 0..n {
             let s = &mut seq[k];
@@ -374,6 +437,43 @@ fn generate(flows: &[Flow], size: usize, rate: f64, dur: Duration, seq: &mut [u1
         k = (k + 1) % flows.len();
     }
     (sent, drops)
+}
+
+/// Writes `n` RFC 4571 frames of `size` bytes in one `write`; a frame the socket does not
+/// take whole is counted as refused (the rest of the burst too), like a full UDP buffer.
+fn write_frames(
+    tcp: &std::net::TcpStream,
+    size: usize,
+    n: usize,
+    k: usize,
+    seq: &mut u16,
+) -> (u64, u64) {
+    use std::io::Write as _;
+    let mut buf = [0u8; BURST * (2 + 1500)];
+    let per = 2 + size;
+    let n = n.min(buf.len() / per);
+    for j in 0..n {
+        *seq = seq.wrapping_add(1);
+        let b = &mut buf[j * per..(j + 1) * per];
+        b[..2].copy_from_slice(&(size as u16).to_be_bytes());
+        payload(&mut b[2..], k as u32, *seq);
+    }
+    let (mut w, total, mut written) = (tcp, n * per, 0);
+    while written < total {
+        match w.write(&buf[written..total]) {
+            Ok(0) => break,
+            Ok(m) => written += m,
+            // A partly written frame must be finished, or the stream loses its framing.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && written % per != 0 => {
+                std::thread::yield_now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // At a frame boundary: the rest of the burst is refused.
+            Err(_) => break,
+        }
+    }
+    let ok = (written / per) as u64;
+    (ok, n as u64 - ok)
 }
 
 /// Runs one flow measurement.
@@ -400,8 +500,9 @@ pub fn run(a: &FlowsArgs) -> anyhow::Result<FlowResult> {
             .name("sink".into())
             .spawn(move || sink_loop(sink_socket, state, cpu))?
     };
+    let mut setup_ms = Vec::new();
     let result = (|| {
-        let flows = open_flows(a, sink)?;
+        let flows = open_flows(a, sink, &mut setup_ms)?;
         let mut seq = vec![0u16; flows.len()];
         generate(&flows, a.size, a.rate, Duration::from_millis(500), &mut seq);
         std::thread::sleep(Duration::from_millis(50));
@@ -442,6 +543,7 @@ pub fn run(a: &FlowsArgs) -> anyhow::Result<FlowResult> {
         rx_pps: received as f64 / secs,
         latency_us: Summary::of(&lat),
         latency_cdf: cdf_points(&lat, 300),
+        setup_ms: Summary::of(&setup_ms),
         ..FlowResult::default()
     };
     if let (Some(c0), Some(c1)) = (cpu0, cpu1) {

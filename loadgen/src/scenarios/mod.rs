@@ -9,6 +9,7 @@ pub mod memory;
 pub mod micro;
 pub mod peers;
 pub mod relay;
+pub mod relay_tcp;
 pub mod setup;
 pub mod soak;
 pub mod via_relay;

@@ -200,7 +200,7 @@ fn through<R: Ledger>(
 ) -> anyhow::Result<FlowResult> {
     let anywhere = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
     match target {
-        FlowTarget::Relay => {
+        FlowTarget::Relay | FlowTarget::RelayTcp => {
             let (relay, public) = s.start_relay(key)?;
             s.flows(
                 target,

@@ -33,6 +33,7 @@ use crate::scenarios::cost::{self, CostPoint};
 use crate::scenarios::micro::{self, MicroBench};
 use crate::scenarios::peers::{self, PeersSection};
 use crate::scenarios::relay::{self, RelaySection};
+use crate::scenarios::relay_tcp::{self, RelayTcpSection};
 use crate::scenarios::setup::{self, SetupPoint};
 use crate::scenarios::soak::{self, SoakResult};
 use crate::scenarios::voice::{self, VoiceSection};
@@ -59,6 +60,7 @@ pub struct SuiteResults {
     pub plan: Option<Plan>,
     pub codec_floor: Option<CodecFloor>,
     pub relay: RelaySection,
+    pub relay_tcp: RelayTcpSection,
     pub cost: Vec<CostPoint>,
     pub setup: Vec<SetupPoint>,
     pub memory: Vec<LoadResult>,
@@ -104,6 +106,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: Some(|s| relay::run(s, |r| &mut r.relay)),
         targets: |md, r| relay::targets(md, &r.relay),
         section: |md, r| relay::section(md, &r.relay),
+    },
+    Scenario {
+        name: "relay-tcp",
+        run: Some(|s| relay_tcp::run(s, |r| &mut r.relay_tcp)),
+        targets: |_, _| {},
+        section: |md, r| relay_tcp::section(md, &r.relay_tcp),
     },
     Scenario {
         name: "cost",
@@ -245,6 +253,9 @@ pub fn smoke_checks(r: &SuiteResults) -> anyhow::Result<()> {
     }
     if r.relay.skipped.is_none() && r.relay.relay_max.iter().all(|f| f.received == 0) {
         bail!("smoke: nothing went through the relay");
+    }
+    if r.relay_tcp.skipped.is_none() && r.relay_tcp.tcp.iter().all(|f| f.received == 0) {
+        bail!("smoke: nothing went through the relay over TCP");
     }
     let soak = r.soak.as_ref().context("smoke: no soak")?;
     if soak.connected == 0 || soak.drained_after_secs.is_none() {
