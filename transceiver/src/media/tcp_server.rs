@@ -47,11 +47,13 @@ impl Default for TcpLimits {
             idle_timeout: Duration::from_secs(30),
             max_conns: 4096,
             max_conns_per_ip: 16,
-            write_queue_bytes: 64 * 1024,
+            write_queue_bytes: 32 * 1024,
         }
     }
 }
 
+/// `SO_SNDBUF` of an accepted connection (the kernel doubles it): about a second of audio.
+const KERNEL_SEND_BUFFER: usize = 16 * 1024;
 /// Bytes read per `read` call beyond one whole frame.
 const READ_ROOM: usize = 4096;
 /// Reads of one connection per wakeup before others get a turn (the rest waits in `pending`).
@@ -217,6 +219,9 @@ impl TcpServer {
                 continue;
             }
             let _ = stream.set_nodelay(true);
+            // A small kernel buffer keeps a slow reader's backlog in our queue, where the
+            // oldest media is dropped, rather than seconds of stale audio in the kernel.
+            let _ = socket2::SockRef::from(&stream).set_send_buffer_size(KERNEL_SEND_BUFFER);
             entry.insert(Conn {
                 stream,
                 peer,
