@@ -20,8 +20,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
-use str0m::net::{Protocol, Transmit};
 use reqwest::Url;
+use str0m::net::{Protocol, Transmit};
 
 use crate::client_session::{ClientSession, SessionError};
 use crate::session_config::SessionConfig;
