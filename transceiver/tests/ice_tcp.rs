@@ -200,10 +200,10 @@ fn a_call_moves_from_udp_to_tcp_when_udp_is_blocked_and_keeps_its_media() {
     assert!(drive_until(&mut fleet, Duration::from_secs(10), |f| f
         .report(i)
         .audio_packets_received
-        >= 50));
+        >= 100));
     let before = fleet.report(i);
     assert!(
-        before.datagrams_received - before.tcp_frames_received > 100,
+        before.tcp_frames_received * 10 < before.datagrams_received,
         "media came over UDP first: {before:?}"
     );
     let uplink_before = snapshot(&server, &id)["counters"]["audio_packets_in"]
@@ -211,8 +211,10 @@ fn a_call_moves_from_udp_to_tcp_when_udp_is_blocked_and_keeps_its_media() {
         .unwrap();
 
     fleet.set_udp_blocked(i, true);
-    // ICE gives up the UDP pair and nominates TCP; media resumes over it, both ways.
-    let moved = drive_until(&mut fleet, Duration::from_secs(40), |f| {
+    // ICE gives up the UDP pair and nominates TCP; media resumes over it, both ways. The
+    // client's str0m declares the silent UDP pair failed after its check timeouts (~25-30 s
+    // here), so the budget is generous.
+    let moved = drive_until(&mut fleet, Duration::from_secs(60), |f| {
         f.report(i).tcp_frames_received >= before.tcp_frames_received + 150
     });
     let after = fleet.report(i);

@@ -563,10 +563,7 @@ impl MediaLoop {
     /// Handles the frames connection `key` has (up to its turn's budget).
     fn read_tcp(&mut self, now: Instant, key: usize) {
         let mut frame = std::mem::take(&mut self.tcp_frame);
-        loop {
-            let Some(tcp) = self.tcp.as_mut() else {
-                break;
-            };
+        while let Some(tcp) = self.tcp.as_mut() {
             let Frame::Ready { len } = tcp.next_frame(now, self.poll.registry(), key, &mut frame)
             else {
                 break;
