@@ -16,33 +16,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::backend::TestWorker;
-use support::{binding_request, http_get, metric_sum, transceiver_bin, ServerProcess};
+use support::{
+    binding_request, drive_fleet_until, metric_sum, metrics, snapshot, transceiver_bin,
+    wait_metric, ServerProcess,
+};
 use voxgate_proto::relay_header::{Direction, RelayHeader, Transport, MAX_HEADER_LEN};
 use voxgate_testkit::{signal, Fleet, SessionConfig};
-
-fn metrics(server: &ServerProcess) -> String {
-    let r = http_get(&server.url("/metrics"), None);
-    assert_eq!(r.status, 200);
-    r.body
-}
-
-/// Polls `/metrics` until `name{labels}` sums to at least `want` (15 s at most); returns it.
-fn wait_metric(server: &ServerProcess, name: &str, labels: &[&str], want: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let v = metric_sum(&metrics(server), name, labels);
-        if v >= want || Instant::now() > deadline {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn snapshot(server: &ServerProcess, id: &str) -> serde_json::Value {
-    let r = http_get(&server.url(&format!("/v1/sessions/{id}")), None);
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.json()
-}
 
 /// The transports of a session's authenticated paths, as the server reports them.
 fn path_transports(snap: &serde_json::Value) -> Vec<String> {
@@ -54,17 +33,6 @@ fn path_transports(snap: &serde_json::Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn drive_until(fleet: &mut Fleet, limit: Duration, mut pred: impl FnMut(&Fleet) -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        fleet.run_for(Duration::from_millis(50));
-        if pred(fleet) {
-            return true;
-        }
-    }
-    false
 }
 
 fn caller(server: &ServerProcess, udp: bool, tcp: bool) -> SessionConfig {
@@ -152,7 +120,7 @@ fn a_tcp_only_caller_hears_the_echo_bot_in_direct_mode() {
     let mut fleet = Fleet::new().unwrap();
     let i = fleet.open(caller(&server, false, true)).expect("open");
     assert!(
-        drive_until(&mut fleet, Duration::from_secs(15), |f| f
+        drive_fleet_until(&mut fleet, Duration::from_secs(15), |f| f
             .session(i)
             .is_connected()),
         "no TCP connection: {:?}\n{}",
@@ -160,7 +128,7 @@ fn a_tcp_only_caller_hears_the_echo_bot_in_direct_mode() {
         server.log_tail(40)
     );
     // 1 s of tone, the bot's 400 ms silence window, then 1 s of reply.
-    let heard = drive_until(&mut fleet, Duration::from_secs(10), |f| {
+    let heard = drive_fleet_until(&mut fleet, Duration::from_secs(10), |f| {
         loud_frames(f.session(i).received_pcm()) >= 45
     });
     let report = fleet.report(i);
@@ -191,16 +159,19 @@ fn a_call_moves_from_udp_to_tcp_when_udp_is_blocked_and_keeps_its_media() {
     let mut cfg = caller(&server, true, true);
     cfg.send_for = Duration::MAX;
     let i = fleet.open(cfg).expect("open");
-    assert!(drive_until(&mut fleet, Duration::from_secs(15), |f| {
-        f.session(i).is_connected() && worker.attached().len() == 1
-    }));
+    assert!(drive_fleet_until(
+        &mut fleet,
+        Duration::from_secs(15),
+        |f| { f.session(i).is_connected() && worker.attached().len() == 1 }
+    ));
     let id = fleet.report(i).session_id;
     worker.play(&id, &tone(700.0, 60.0, 48_000), "long");
     // UDP wins while both work: media arrives over UDP.
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), |f| f
-        .report(i)
-        .audio_packets_received
-        >= 100));
+    assert!(drive_fleet_until(
+        &mut fleet,
+        Duration::from_secs(10),
+        |f| f.report(i).audio_packets_received >= 100
+    ));
     let before = fleet.report(i);
     assert!(
         before.tcp_frames_received * 10 < before.datagrams_received,
@@ -214,7 +185,7 @@ fn a_call_moves_from_udp_to_tcp_when_udp_is_blocked_and_keeps_its_media() {
     // ICE gives up the UDP pair and nominates TCP; media resumes over it, both ways. The
     // client's str0m declares the silent UDP pair failed after its check timeouts (~25-30 s
     // here), so the budget is generous.
-    let moved = drive_until(&mut fleet, Duration::from_secs(60), |f| {
+    let moved = drive_fleet_until(&mut fleet, Duration::from_secs(60), |f| {
         f.report(i).tcp_frames_received >= before.tcp_frames_received + 150
     });
     let after = fleet.report(i);
@@ -359,7 +330,7 @@ fn relayed_tcp_replies_come_back_v2_with_the_same_conn_id_and_untrusted_sources_
     cfg.send_for = Duration::MAX;
     let i = fleet.open(cfg).expect("open");
     assert!(
-        drive_until(&mut fleet, Duration::from_secs(15), |f| {
+        drive_fleet_until(&mut fleet, Duration::from_secs(15), |f| {
             f.session(i).is_connected() && worker.attached().len() == 1
         }),
         "no connection through the fake relay: {:?}\n{}",
@@ -368,10 +339,11 @@ fn relayed_tcp_replies_come_back_v2_with_the_same_conn_id_and_untrusted_sources_
     );
     let id = fleet.report(i).session_id;
     worker.play(&id, &tone(700.0, 10.0, 48_000), "reply");
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), |f| f
-        .report(i)
-        .audio_packets_received
-        >= 100));
+    assert!(drive_fleet_until(
+        &mut fleet,
+        Duration::from_secs(10),
+        |f| f.report(i).audio_packets_received >= 100
+    ));
     let snap = snapshot(&server, &id);
     assert!(
         snap["counters"]["audio_packets_in"].as_u64().unwrap() >= 50,
@@ -503,9 +475,11 @@ fn bad_tcp_input_is_never_answered_caps_hold_and_other_calls_keep_their_media() 
     // The slow reader: a TCP caller with a tiny receive window that stops reading.
     cfg.tcp_recv_buffer = Some(4096);
     let slow = fleet.open(cfg).expect("slow caller");
-    assert!(drive_until(&mut fleet, Duration::from_secs(20), |f| {
-        f.all_connected() && worker.attached().len() == 3
-    }));
+    assert!(drive_fleet_until(
+        &mut fleet,
+        Duration::from_secs(20),
+        |f| { f.all_connected() && worker.attached().len() == 3 }
+    ));
     let ids: Vec<String> = (0..3).map(|i| fleet.report(i).session_id).collect();
     for id in &ids {
         worker.play(id, &tone(700.0, 60.0, 48_000), "long");
