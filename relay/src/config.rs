@@ -182,6 +182,88 @@ pub struct Args {
     /// wmem_max only with CAP_NET_ADMIN).
     #[arg(long, env = "VOXGATE_RELAY_SOCKET_BUFFER_BYTES", default_value_t = 4 << 20)]
     pub socket_buffer_bytes: usize,
+
+    /// Public TCP address for ICE over TCP (RFC 6544 passive candidates, RFC 4571 framing),
+    /// or `off`. Default: the IP and port of --listen. One thread serves every connection and
+    /// talks to transceivers from its own internal UDP socket (--tcp-internal-listen). A
+    /// connection's first frame must be a STUN binding request with a valid hint, else it is
+    /// closed with nothing sent.
+    #[arg(long, env = "VOXGATE_RELAY_TCP_LISTEN", value_parser = parse_tcp_listen)]
+    pub tcp_listen: Option<TcpListen>,
+
+    /// Internal UDP address of the TCP thread: frames of TCP clients leave from it and
+    /// transceivers answer to it. Default: the IP of --internal-listen, any free port (set
+    /// a port when a firewall between relay and transceivers needs one).
+    #[arg(long, env = "VOXGATE_RELAY_TCP_INTERNAL_LISTEN")]
+    pub tcp_internal_listen: Option<SocketAddr>,
+
+    /// Cap on open TCP connections per client source (an IPv4 address, or an IPv6 /64).
+    /// Callers behind one corporate NAT share it: each needs one connection.
+    #[arg(long, env = "VOXGATE_RELAY_TCP_MAX_PER_IP", default_value_t = 64)]
+    pub tcp_max_per_ip: u32,
+
+    /// Cap on open TCP connections in all.
+    #[arg(
+        long,
+        env = "VOXGATE_RELAY_TCP_MAX_CONNECTIONS",
+        default_value_t = 10_000
+    )]
+    pub tcp_max_connections: usize,
+
+    /// Seconds from accept to a complete first frame; bytes dripping in do not extend it.
+    #[arg(
+        long,
+        env = "VOXGATE_RELAY_TCP_FIRST_FRAME_TIMEOUT_SECS",
+        default_value_t = 5
+    )]
+    pub tcp_first_frame_timeout_secs: u64,
+
+    /// Seconds without a frame either way before a TCP connection is closed (must exceed
+    /// the 5 s ICE consent interval).
+    #[arg(
+        long,
+        env = "VOXGATE_RELAY_TCP_IDLE_TIMEOUT_SECS",
+        default_value_t = 30
+    )]
+    pub tcp_idle_timeout_secs: u64,
+
+    /// Longest RFC 4571 frame accepted from a client; a longer length prefix closes the
+    /// connection. STUN, DTLS records and SRTP packets of ICE-TCP stay under an MTU.
+    #[arg(
+        long,
+        env = "VOXGATE_RELAY_TCP_MAX_FRAME_BYTES",
+        default_value_t = 2048,
+        value_parser = clap::value_parser!(u16).range(576..)
+    )]
+    pub tcp_max_frame_bytes: u16,
+
+    /// Bytes of replies a TCP connection may have waiting for a client that does not read;
+    /// past it the oldest frames are dropped (counted as drops, reason write_queue_full).
+    #[arg(
+        long,
+        env = "VOXGATE_RELAY_TCP_WRITE_QUEUE_BYTES",
+        default_value_t = 16_384
+    )]
+    pub tcp_write_queue_bytes: usize,
+}
+
+/// Where the TCP listener binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpListen {
+    /// No TCP listener.
+    Off,
+    /// This address.
+    At(SocketAddr),
+}
+
+fn parse_tcp_listen(s: &str) -> Result<TcpListen, String> {
+    if s.trim().eq_ignore_ascii_case("off") {
+        return Ok(TcpListen::Off);
+    }
+    s.trim()
+        .parse()
+        .map(TcpListen::At)
+        .map_err(|e| format!("expected IP:PORT or \"off\", got {s:?}: {e}"))
 }
 
 fn parse_peer(s: &str) -> Result<(u32, SocketAddr), String> {
@@ -299,6 +381,27 @@ impl RoutingConfig {
     }
 }
 
+/// The TCP listener's settings (ICE over TCP).
+#[derive(Debug, Clone)]
+pub struct TcpConfig {
+    /// Where to listen; `None`: the UDP public address (as bound, so port 0 resolves first).
+    pub listen: Option<SocketAddr>,
+    /// The TCP thread's internal UDP address.
+    pub internal_listen: SocketAddr,
+    /// Open connections per client source.
+    pub max_per_ip: u32,
+    /// Open connections in all.
+    pub max_connections: usize,
+    /// Accept → first frame.
+    pub first_frame_timeout: Duration,
+    /// No frame either way.
+    pub idle_timeout: Duration,
+    /// Longest frame from a client.
+    pub max_frame: usize,
+    /// Reply bytes waiting per connection.
+    pub write_queue_bytes: usize,
+}
+
 /// A Redis URL; `Debug` hides it, as it may carry a password.
 #[derive(Clone)]
 pub struct RedisUrl(pub String);
@@ -337,6 +440,8 @@ pub struct Config {
     pub metrics_interval: Duration,
     /// Socket buffer size request.
     pub socket_buffer_bytes: usize,
+    /// ICE over TCP, unless `--tcp-listen off`.
+    pub tcp: Option<TcpConfig>,
 }
 
 fn read_key(
@@ -390,6 +495,7 @@ impl Config {
         if workers == 0 || workers > 1024 {
             return Err(ConfigError::OutOfRange("--workers must be in 1..=1024"));
         }
+        let tcp_on = args.tcp_listen != Some(TcpListen::Off);
         let base = args.internal_listen.port();
         if base != 0 && usize::from(base) + workers - 1 > usize::from(u16::MAX) {
             return Err(ConfigError::InternalPorts {
@@ -420,6 +526,37 @@ impl Config {
                 "--metrics-interval-ms must be at least 1",
             ));
         }
+        if tcp_on && (args.tcp_first_frame_timeout_secs == 0 || args.tcp_idle_timeout_secs == 0) {
+            return Err(ConfigError::OutOfRange(
+                "--tcp-first-frame-timeout-secs and --tcp-idle-timeout-secs must be at least 1",
+            ));
+        }
+        if tcp_on && (args.tcp_max_per_ip == 0 || args.tcp_max_connections == 0) {
+            return Err(ConfigError::OutOfRange(
+                "--tcp-max-per-ip and --tcp-max-connections must be at least 1",
+            ));
+        }
+        let max_frame = usize::from(args.tcp_max_frame_bytes);
+        if tcp_on && args.tcp_write_queue_bytes < 2 + max_frame {
+            return Err(ConfigError::OutOfRange(
+                "--tcp-write-queue-bytes must hold at least one frame (--tcp-max-frame-bytes + 2)",
+            ));
+        }
+        let tcp = tcp_on.then(|| TcpConfig {
+            listen: match args.tcp_listen {
+                Some(TcpListen::At(addr)) => Some(addr),
+                _ => None,
+            },
+            internal_listen: args
+                .tcp_internal_listen
+                .unwrap_or(SocketAddr::new(args.internal_listen.ip(), 0)),
+            max_per_ip: args.tcp_max_per_ip,
+            max_connections: args.tcp_max_connections,
+            first_frame_timeout: Duration::from_secs(args.tcp_first_frame_timeout_secs),
+            idle_timeout: Duration::from_secs(args.tcp_idle_timeout_secs),
+            max_frame,
+            write_queue_bytes: args.tcp_write_queue_bytes,
+        });
         if let Some((id, _)) = args
             .peer_clusters
             .iter()
@@ -456,6 +593,7 @@ impl Config {
             metrics_listen: args.metrics_listen,
             metrics_interval: Duration::from_millis(args.metrics_interval_ms),
             socket_buffer_bytes: args.socket_buffer_bytes,
+            tcp,
         })
     }
 }
@@ -525,6 +663,37 @@ mod tests {
             parse(&["--hint-max-age-secs", "0"]),
             Err(ConfigError::OutOfRange(_))
         ));
+    }
+
+    #[test]
+    fn tcp_listens_beside_udp_by_default_and_can_be_turned_off() {
+        let c = parse(&[]).unwrap();
+        let tcp = c.tcp.expect("on by default");
+        assert_eq!(tcp.listen, None, "same address as --listen");
+        assert_eq!(tcp.max_per_ip, 64);
+        assert_eq!(tcp.max_connections, 10_000);
+        assert_eq!(tcp.first_frame_timeout, Duration::from_secs(5));
+        assert_eq!(tcp.idle_timeout, Duration::from_secs(30));
+        assert_eq!(tcp.max_frame, 2048);
+        assert_eq!(tcp.write_queue_bytes, 16_384);
+        let c = parse(&["--tcp-listen", "0.0.0.0:443"]).unwrap();
+        assert_eq!(c.tcp.unwrap().listen, Some("0.0.0.0:443".parse().unwrap()));
+        assert!(parse(&["--tcp-listen", "off"]).unwrap().tcp.is_none());
+        assert!(Args::try_parse_from(["relay", "--tcp-listen", "nowhere"]).is_err());
+        assert!(matches!(
+            parse(&["--tcp-write-queue-bytes", "100"]),
+            Err(ConfigError::OutOfRange(_))
+        ));
+        let c = parse(&["--internal-listen", "10.0.0.5:3578"]).unwrap();
+        assert_eq!(
+            c.tcp.unwrap().internal_listen,
+            "10.0.0.5:0".parse().unwrap()
+        );
+        let c = parse(&["--tcp-internal-listen", "10.0.0.5:3600"]).unwrap();
+        assert_eq!(
+            c.tcp.unwrap().internal_listen,
+            "10.0.0.5:3600".parse().unwrap()
+        );
     }
 
     #[test]

@@ -53,14 +53,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
-use voxgate_proto::{
-    decode_timed, is_relay_framed, looks_like_stun, server_ufrag, Direction, MintTime, RelayHeader,
-    RoutingHint,
-};
+use voxgate_proto::{is_relay_framed, looks_like_stun, Direction, RelayHeader};
 
 use crate::config::RoutingConfig;
+pub use crate::first_hop::HINT_CLOCK_SKEW;
+use crate::first_hop::{first_hop, routable_hint, WallClock};
 
 /// Expired flows are removed by a sweep that runs at most this often.
 pub const SWEEP_GRANULARITY: Duration = Duration::from_millis(250);
@@ -72,9 +71,6 @@ pub const MAX_PENDING_LOOKUPS: usize = 1024;
 pub const MAX_NEGATIVE_ENTRIES: usize = 16_384;
 /// Route writes queued between two drains by the worker.
 pub const MAX_QUEUED_ROUTE_WRITES: usize = 4096;
-/// Clock difference tolerated between the transceiver that minted a hint and this relay,
-/// either way (it also covers the mint time's rounding down to the minute).
-pub const HINT_CLOCK_SKEW: Duration = Duration::from_secs(300);
 
 /// What to do with one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +167,11 @@ drop_reasons! {
     SendBufferFull => "send_buffer_full",
     /// The kernel refused the send (worker-level).
     SendError => "send_error",
+    /// A TCP reply for a connection id the relay does not hold (closed, or never opened).
+    UnknownConn => "unknown_conn",
+    /// A TCP reply dropped (the oldest waiting) because its connection's write queue was
+    /// full: the client does not read.
+    WriteQueueFull => "write_queue_full",
 }
 
 /// A route to write to the cache: `client` is served by next hop `to`.
@@ -260,8 +261,8 @@ pub struct FlowTable {
     /// been established, expired or evicted are skipped when met (and compacted when full).
     tentative_order: VecDeque<(u64, SocketAddr)>,
     next_seq: u64,
-    /// `(instant, seconds since the Unix epoch)` at the last [`FlowTable::set_wall_clock`].
-    wall_clock: Option<(Instant, Duration)>,
+    /// Set by [`FlowTable::set_wall_clock`]; hint ages are judged against it.
+    wall_clock: WallClock,
     pending_lookups: HashMap<SocketAddr, Instant>,
     negative: HashMap<SocketAddr, Instant>,
     lookup_tokens: f64,
@@ -283,7 +284,7 @@ impl FlowTable {
             tentative: 0,
             tentative_order: VecDeque::with_capacity(order_capacity(cfg.max_tentative)),
             next_seq: 0,
-            wall_clock: None,
+            wall_clock: WallClock::default(),
             pending_lookups: HashMap::with_capacity(if lookups { MAX_PENDING_LOOKUPS } else { 0 }),
             negative: HashMap::with_capacity(if lookups { MAX_NEGATIVE_ENTRIES } else { 0 }),
             lookup_tokens: f64::from(cfg.lookup_rate),
@@ -324,19 +325,9 @@ impl FlowTable {
                 self.drop(DropReason::UnknownFlow)
             };
         }
-        let hint = match self.routable_hint(now, bytes) {
-            Ok(hint) => hint,
+        let to = match first_hop(&self.cfg, &self.wall_clock, now, bytes) {
+            Ok(to) => to,
             Err(reason) => return self.drop(reason),
-        };
-        let to = if hint.cluster_id == self.cfg.cluster_id {
-            if !self.cfg.is_transceiver(hint.loop_addr.ip()) {
-                return self.drop(DropReason::HintDestination);
-            }
-            hint.loop_addr
-        } else if let Some(peer) = self.cfg.peer_for(hint.cluster_id) {
-            peer
-        } else {
-            return self.drop(DropReason::UnknownCluster);
         };
         if let Err(reason) = self.create(now, from, to, None) {
             return self.drop(reason);
@@ -378,7 +369,7 @@ impl FlowTable {
         if !looks_like_stun(payload) {
             return self.drop(DropReason::UnknownFlow);
         }
-        let hint = match self.routable_hint(now, payload) {
+        let hint = match routable_hint(&self.cfg, &self.wall_clock, now, payload) {
             Ok(hint) => hint,
             Err(reason) => return self.drop(reason),
         };
@@ -547,13 +538,13 @@ impl FlowTable {
     /// against it, extrapolated with `now` until the next call; until the first call every
     /// hint is refused as expired (there is nothing to judge its age by).
     pub fn set_wall_clock(&mut self, now: Instant, since_epoch: Duration) {
-        self.wall_clock = Some((now, since_epoch));
+        self.wall_clock.set(now, since_epoch);
     }
 
     /// [`set_wall_clock`](Self::set_wall_clock) from a `SystemTime` (the worker's
     /// `SystemTime::now()`); a time before the epoch counts as the epoch.
     pub fn set_wall_clock_from(&mut self, now: Instant, wall: SystemTime) {
-        self.set_wall_clock(now, wall.duration_since(UNIX_EPOCH).unwrap_or_default());
+        self.wall_clock.set_from(now, wall);
     }
 
     /// Counters so far.
@@ -585,34 +576,6 @@ impl FlowTable {
         if let Some(flow) = self.flows.get_mut(&client) {
             flow.up.add(bytes);
         }
-    }
-
-    /// The authenticated hint in a STUN binding request, if it may open a flow now: it
-    /// decodes under the keyring and its age is acceptable (see *Hint age*).
-    fn routable_hint(&self, now: Instant, stun: &[u8]) -> Result<RoutingHint, DropReason> {
-        let ufrag = server_ufrag(stun).map_err(|_| DropReason::BadStun)?;
-        let hint = decode_timed(&self.cfg.keyring, ufrag).map_err(|_| DropReason::BadHint)?;
-        match hint.minted {
-            Some(minted) => self.check_age(now, minted)?,
-            None if self.cfg.accept_untimed_hints => {}
-            None => return Err(DropReason::HintUntimed),
-        }
-        Ok(hint.route)
-    }
-
-    fn check_age(&self, now: Instant, minted: MintTime) -> Result<(), DropReason> {
-        let Some((at, wall)) = self.wall_clock else {
-            return Err(DropReason::HintExpired);
-        };
-        let wall = wall + now.saturating_duration_since(at);
-        let minted = Duration::from_secs(minted.unix_secs());
-        if minted > wall + HINT_CLOCK_SKEW {
-            return Err(DropReason::HintFromFuture);
-        }
-        if wall.saturating_sub(minted) > self.cfg.hint_max_age.saturating_add(HINT_CLOCK_SKEW) {
-            return Err(DropReason::HintExpired);
-        }
-        Ok(())
     }
 
     /// Creates a tentative flow. The per-source cap refuses; the global tentative cap and a

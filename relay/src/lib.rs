@@ -23,15 +23,21 @@
 //! published by workers periodically, served at `/metrics` by [`metrics_http`]), [`config`] (flags and their
 //! `VOXGATE_RELAY_*` environment twins), [`runtime`] (starting and stopping the threads).
 //!
+//! ICE over TCP ([`tcp`]): one more thread owns the public TCP listener and its connections;
+//! each RFC 4571 frame travels to the transceiver as one datagram with a version 2 header,
+//! from and back to that thread's own internal socket, so the UDP workers never wait on TCP.
+//!
 //! Flows of another cluster go to that cluster's relay with the header (the global tier):
 //! the same binary receives them on its public port, from configured peers only.
 
 /// Batched UDP I/O, shared with the transceiver (crate `voxgate-udp-batch`).
 pub use voxgate_udp_batch as batch_io;
 pub mod config;
+pub mod first_hop;
 pub mod flow_table;
 pub mod metrics;
 pub mod metrics_http;
 pub mod route_cache;
 pub mod runtime;
+pub mod tcp;
 pub mod worker;

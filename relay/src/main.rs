@@ -33,6 +33,8 @@ fn main() -> anyhow::Result<()> {
         public = %relay.public_addr,
         internal = ?relay.internal_addrs,
         metrics = %relay.metrics_addr,
+        tcp = ?relay.tcp_addr,
+        tcp_internal = ?relay.tcp_internal_addr,
         workers,
         cluster_id,
         peers,

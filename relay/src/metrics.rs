@@ -6,6 +6,12 @@
 //! is off the packet path, updates its own handles ([`CacheMetrics`]) directly.
 //!
 //! Every metric is prefixed `voxgate_relay_`; counters end in `_total`.
+//!
+//! The series both transports share (`packets_forwarded`, `bytes_forwarded`, `drops`,
+//! `flows_active`, `flows_created`) carry `transport="udp"` from the workers and
+//! `transport="tcp"` (with `worker="tcp"`) from the TCP thread, which publishes
+//! ([`TcpSnapshot`]) the same way; `flows_*` of TCP count connections whose first frame was
+//! accepted. The `tcp_connections_*` families are TCP's own.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -14,6 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::flow_table::DropReason;
+use crate::tcp::{CloseReason, Refusal};
 
 type Labels = Vec<(&'static str, String)>;
 type Counters = Family<Labels, Counter>;
@@ -57,6 +64,10 @@ pub struct Metrics {
     redis_errors: Counter,
     redis_connected: Gauge,
     scrapes_refused: [Counter; ScrapeRefusal::ALL.len()],
+    tcp_open: Gauge,
+    tcp_accepted: Counter,
+    tcp_refused: Counters,
+    tcp_closed: Counters,
 }
 
 /// Why the metrics endpoint closed a connection without answering it.
@@ -188,6 +199,30 @@ impl Metrics {
             "1 while the route cache holds a Redis connection",
             redis_connected.clone(),
         );
+        let tcp_open = Gauge::default();
+        registry.register(
+            "tcp_connections_open",
+            "Client TCP connections held (awaiting their first frame or forwarding)",
+            tcp_open.clone(),
+        );
+        let tcp_accepted = Counter::default();
+        registry.register(
+            "tcp_connections_accepted",
+            "Client TCP connections accepted past the caps",
+            tcp_accepted.clone(),
+        );
+        let tcp_refused = Counters::default();
+        registry.register(
+            "tcp_connections_refused",
+            "Client TCP connections closed at accept, by reason (per_ip_cap, global_cap)",
+            tcp_refused.clone(),
+        );
+        let tcp_closed = Counters::default();
+        registry.register(
+            "tcp_connections_closed",
+            "Client TCP connections closed after accept, by reason",
+            tcp_closed.clone(),
+        );
         Self {
             registry,
             packets,
@@ -212,6 +247,10 @@ impl Metrics {
             redis_errors,
             redis_connected,
             scrapes_refused,
+            tcp_open,
+            tcp_accepted,
+            tcp_refused,
+            tcp_closed,
         }
     }
 
@@ -229,19 +268,22 @@ impl Metrics {
             }
             l
         };
+        let udp = |extra: Option<(&'static str, &str)>| -> Labels {
+            let mut l = w(extra);
+            l.push(("transport", "udp".to_owned()));
+            l
+        };
         let by = |f: &Counters, key: &'static str, values: [&str; 2]| {
             values.map(|v| handle(f, &w(Some((key, v)))))
         };
+        let shared = self.shared(udp);
         WorkerMetrics {
-            packets: by(&self.packets, "direction", DIRECTIONS),
-            bytes: by(&self.bytes, "direction", DIRECTIONS),
-            drops: DropReason::ALL
-                .iter()
-                .map(|r| handle(&self.drops, &w(Some(("reason", r.as_str())))))
-                .collect(),
-            flows_active: handle(&self.flows_active, &w(None)),
+            packets: shared.packets,
+            bytes: shared.bytes,
+            drops: shared.drops,
+            flows_active: shared.flows_active,
             flows_tentative: handle(&self.flows_tentative, &w(None)),
-            flows_created: handle(&self.flows_created, &w(None)),
+            flows_created: shared.flows_created,
             flows_established: handle(&self.flows_established, &w(None)),
             flows_expired: by(&self.flows_expired, "state", ["tentative", "established"]),
             flows_evicted: handle(&self.flows_evicted, &w(None)),
@@ -253,6 +295,42 @@ impl Metrics {
             routes_installed: handle(&self.routes_installed, &w(None)),
             routes_rejected: handle(&self.routes_rejected, &w(None)),
             queue_drops: by(&self.cache_queue_drops, "queue", ["request", "route_write"]),
+        }
+    }
+
+    /// Handles of the series both transports publish, under `labels(extra)`.
+    fn shared(&self, labels: impl Fn(Option<(&'static str, &str)>) -> Labels) -> SharedMetrics {
+        let by_direction =
+            |f: &Counters| DIRECTIONS.map(|d| handle(f, &labels(Some(("direction", d)))));
+        SharedMetrics {
+            packets: by_direction(&self.packets),
+            bytes: by_direction(&self.bytes),
+            drops: DropReason::ALL
+                .iter()
+                .map(|r| handle(&self.drops, &labels(Some(("reason", r.as_str())))))
+                .collect(),
+            flows_active: handle(&self.flows_active, &labels(None)),
+            flows_created: handle(&self.flows_created, &labels(None)),
+        }
+    }
+
+    /// Handles for the TCP thread (`worker="tcp"`, `transport="tcp"`).
+    pub fn tcp(&self) -> TcpMetrics {
+        let labels = |extra: Option<(&'static str, &str)>| -> Labels {
+            let mut l = vec![("worker", "tcp".to_owned())];
+            if let Some((k, v)) = extra {
+                l.push((k, v.to_owned()));
+            }
+            l.push(("transport", "tcp".to_owned()));
+            l
+        };
+        let reason = |f: &Counters, r: &str| handle(f, &vec![("reason", r.to_owned())]);
+        TcpMetrics {
+            shared: self.shared(labels),
+            open: self.tcp_open.clone(),
+            accepted: self.tcp_accepted.clone(),
+            refused: Refusal::ALL.map(|r| reason(&self.tcp_refused, r.as_str())),
+            closed: CloseReason::ALL.map(|r| reason(&self.tcp_closed, r.as_str())),
         }
     }
 
@@ -411,6 +489,64 @@ impl WorkerMetrics {
     }
 }
 
+/// Handles of the series UDP workers and the TCP thread both publish.
+struct SharedMetrics {
+    packets: [Counter; 2],
+    bytes: [Counter; 2],
+    drops: Vec<Counter>,
+    flows_active: Gauge,
+    flows_created: Counter,
+}
+
+/// The TCP thread's counters as plain integers: what it publishes.
+#[derive(Debug, Clone, Default)]
+pub struct TcpSnapshot {
+    /// Frames sent on, per direction (to the client: written whole to the socket).
+    pub packets: [u64; 2],
+    /// Bytes sent on: relay header included towards transceivers, length prefix included
+    /// towards clients.
+    pub bytes: [u64; 2],
+    /// Frames and replies not forwarded, per [`DropReason::index`].
+    pub drops: [u64; DropReason::COUNT],
+    /// Connections forwarding now.
+    pub flows_active: u64,
+    /// Connections whose first frame was accepted.
+    pub flows_created: u64,
+    /// Connections held now.
+    pub open: u64,
+    /// Connections accepted past the caps.
+    pub accepted: u64,
+    /// Connections refused at accept, per [`Refusal::index`].
+    pub refused: [u64; Refusal::ALL.len()],
+    /// Connections closed, per [`CloseReason::index`].
+    pub closed: [u64; CloseReason::ALL.len()],
+}
+
+/// Metric handles of the TCP thread.
+pub struct TcpMetrics {
+    shared: SharedMetrics,
+    open: Gauge,
+    accepted: Counter,
+    refused: [Counter; Refusal::ALL.len()],
+    closed: [Counter; CloseReason::ALL.len()],
+}
+
+impl TcpMetrics {
+    /// Publishes `now`, given what was published last time (`before`).
+    pub fn publish(&self, now: &TcpSnapshot, before: &TcpSnapshot) {
+        let s = &self.shared;
+        add_all(&s.packets, &now.packets, &before.packets);
+        add_all(&s.bytes, &now.bytes, &before.bytes);
+        add_all(&s.drops, &now.drops, &before.drops);
+        gauge(&s.flows_active, now.flows_active);
+        add(&s.flows_created, now.flows_created, before.flows_created);
+        gauge(&self.open, now.open);
+        add(&self.accepted, now.accepted, before.accepted);
+        add_all(&self.refused, &now.refused, &before.refused);
+        add_all(&self.closed, &now.closed, &before.closed);
+    }
+}
+
 /// Metric handles of the route cache thread (updated directly: it is off the packet path).
 #[derive(Clone)]
 pub struct CacheMetrics {
@@ -449,22 +585,58 @@ mod tests {
         let text = m.encode();
         assert!(
             text.contains(
-                "voxgate_relay_packets_forwarded_total{worker=\"3\",direction=\"to_client\"} 9"
+                "voxgate_relay_packets_forwarded_total{worker=\"3\",direction=\"to_client\",transport=\"udp\"} 9"
             ),
             "{text}"
         );
-        assert!(text.contains("voxgate_relay_drops_total{worker=\"3\",reason=\"bad_hint\"} 7"));
-        assert!(text.contains("voxgate_relay_flows_active{worker=\"3\"} 1"));
+        assert!(text.contains(
+            "voxgate_relay_drops_total{worker=\"3\",reason=\"bad_hint\",transport=\"udp\"} 7"
+        ));
+        assert!(text.contains("voxgate_relay_flows_active{worker=\"3\",transport=\"udp\"} 1"));
     }
 
     #[test]
     fn every_drop_reason_is_exposed_from_the_start() {
         let m = Metrics::new();
         let _w = m.worker(0);
+        let _t = m.tcp();
         let text = m.encode();
         for r in DropReason::ALL {
-            let needle = format!("reason=\"{}\"}} 0", r.as_str());
+            for transport in ["udp", "tcp"] {
+                let needle = format!("reason=\"{}\",transport=\"{transport}\"}} 0", r.as_str());
+                assert!(text.contains(&needle), "{needle}");
+            }
+        }
+        for r in CloseReason::ALL {
+            let needle = format!(
+                "tcp_connections_closed_total{{reason=\"{}\"}} 0",
+                r.as_str()
+            );
             assert!(text.contains(&needle), "{needle}");
+        }
+    }
+
+    #[test]
+    fn tcp_series_carry_the_transport_label_beside_the_workers() {
+        let m = Metrics::new();
+        let w = m.worker(0);
+        let t = m.tcp();
+        let mut udp = WorkerSnapshot::default();
+        udp.packets[DIR_TO_TRANSCEIVER] = 4;
+        w.publish(&udp, &WorkerSnapshot::default());
+        let mut tcp = TcpSnapshot::default();
+        tcp.packets[DIR_TO_TRANSCEIVER] = 3;
+        tcp.refused[Refusal::PerIpCap.index()] = 2;
+        tcp.open = 5;
+        t.publish(&tcp, &TcpSnapshot::default());
+        let text = m.encode();
+        for needle in [
+            "packets_forwarded_total{worker=\"0\",direction=\"to_transceiver\",transport=\"udp\"} 4",
+            "packets_forwarded_total{worker=\"tcp\",direction=\"to_transceiver\",transport=\"tcp\"} 3",
+            "tcp_connections_refused_total{reason=\"per_ip_cap\"} 2",
+            "tcp_connections_open 5",
+        ] {
+            assert!(text.contains(needle), "{needle} in {text}");
         }
     }
 }

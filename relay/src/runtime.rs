@@ -9,9 +9,10 @@ use std::thread::JoinHandle;
 
 use mio::Waker;
 
-use crate::config::Config;
+use crate::config::{Config, TcpConfig};
 use crate::metrics::Metrics;
 use crate::route_cache::{self, CacheError, RouteCache, WorkerLink};
+use crate::tcp::event_loop::{self as tcp_loop, TcpSetup};
 use crate::worker::{self, CacheLink, WorkerSetup};
 
 /// Why the relay could not start.
@@ -42,6 +43,10 @@ pub struct Relay {
     pub internal_addrs: Vec<SocketAddr>,
     /// Address of the metrics endpoint.
     pub metrics_addr: SocketAddr,
+    /// Public TCP address (ICE over TCP), unless turned off.
+    pub tcp_addr: Option<SocketAddr>,
+    /// Internal address of the TCP thread, unless TCP is off.
+    pub tcp_internal_addr: Option<SocketAddr>,
     shutdown: Arc<AtomicBool>,
     wakers: Vec<Arc<Waker>>,
     workers: Vec<JoinHandle<io::Result<()>>>,
@@ -63,6 +68,25 @@ impl Relay {
             .map(|s| s.internal.local_addr())
             .collect::<io::Result<Vec<_>>>()
             .map_err(io_err("reading the internal addresses"))?;
+        let tcp_sockets = match &cfg.tcp {
+            Some(tcp) => Some(bind_tcp(&cfg, tcp, public_addr)?),
+            None => None,
+        };
+        let (tcp_addr, tcp_internal_addr) = match &tcp_sockets {
+            Some((listener, internal)) => (
+                Some(
+                    listener
+                        .local_addr()
+                        .map_err(io_err("reading the TCP address"))?,
+                ),
+                Some(
+                    internal
+                        .local_addr()
+                        .map_err(io_err("reading the TCP internal address"))?,
+                ),
+            ),
+            None => (None, None),
+        };
         let listener = TcpListener::bind(cfg.metrics_listen)
             .map_err(io_err("binding the metrics endpoint"))?;
         let metrics_addr = listener
@@ -145,17 +169,78 @@ impl Relay {
             workers.push(handle);
         }
 
+        if let (Some((listener, internal)), Some(tcp)) = (tcp_sockets, cfg.tcp.clone()) {
+            let (poll, waker) = tcp_loop::poll_with_waker().map_err(io_err("creating a poll"))?;
+            wakers.push(waker);
+            let setup = TcpSetup {
+                listener,
+                internal,
+                poll,
+                routing: cfg.routing.clone(),
+                tcp,
+                metrics: metrics.tcp(),
+                publish_every: cfg.metrics_interval,
+                shutdown: Arc::clone(&shutdown),
+            };
+            let handle = std::thread::Builder::new()
+                .name("relay-tcp".into())
+                .spawn(move || {
+                    let result = tcp_loop::run(setup);
+                    if let Err(e) = &result {
+                        tracing::error!(error = %e, "TCP thread stopped");
+                    }
+                    result
+                })
+                .map_err(io_err("spawning the TCP thread"))?;
+            workers.push(handle);
+        }
+
         Ok(Self {
             public_addr,
             internal_addrs,
             metrics_addr,
+            tcp_addr,
+            tcp_internal_addr,
             shutdown,
             wakers,
             workers,
             cache,
         })
     }
+}
 
+/// Binds the public TCP listener (default: the UDP public address) and the TCP thread's
+/// internal UDP socket.
+fn bind_tcp(
+    cfg: &Config,
+    tcp: &TcpConfig,
+    udp_public: SocketAddr,
+) -> Result<(TcpListener, std::net::UdpSocket), StartError> {
+    let addr = tcp.listen.unwrap_or(udp_public);
+    let listener = tcp_listener(addr).map_err(io_err("binding the TCP listener"))?;
+    let internal = worker::udp_socket(tcp.internal_listen, false, cfg.socket_buffer_bytes)
+        .map_err(io_err("binding the TCP thread's internal socket"))?;
+    Ok((listener, internal))
+}
+
+/// A non-blocking listener with a deep backlog (a burst of ICE-TCP clients must not be
+/// refused by the kernel before the caps see them).
+fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() && addr.ip().is_unspecified() {
+        socket.set_only_v6(false)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket
+        .bind(&addr.into())
+        .map_err(|e| io::Error::new(e.kind(), format!("bind TCP {addr}: {e}")))?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+impl Relay {
     /// Asks every thread to stop and waits for the workers and the route cache (each worker
     /// publishes its counters one last time). The metrics thread dies with the process.
     pub fn stop(self) {

@@ -70,7 +70,8 @@ pub fn bind_sockets(cfg: &Config) -> io::Result<Vec<WorkerSockets>> {
     Ok(out)
 }
 
-fn udp_socket(addr: SocketAddr, reuse_port: bool, buffer: usize) -> io::Result<UdpSocket> {
+/// A non-blocking UDP socket bound to `addr` with buffers of `buffer` bytes requested.
+pub fn udp_socket(addr: SocketAddr, reuse_port: bool, buffer: usize) -> io::Result<UdpSocket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() && addr.ip().is_unspecified() {
         // Dual stack: IPv4 clients arrive as mapped addresses (batch_io unmaps them).

@@ -92,6 +92,17 @@ pub fn free_udp_port() -> u16 {
         .port()
 }
 
+/// A port free for both UDP and TCP on 127.0.0.1 (the relay's public port serves both).
+pub fn free_udp_and_tcp_port() -> u16 {
+    for _ in 0..200 {
+        let port = free_udp_port();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no port free for both UDP and TCP");
+}
+
 pub fn free_tcp_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -185,6 +196,72 @@ impl FakeLoop {
             .send_to(&frame(Direction::ToClient, client, payload), to)
             .unwrap();
     }
+
+    /// Answers a relayed TCP frame: same client and connection id, direction flipped.
+    pub fn reply_tcp(&self, to: &Relayed, payload: &[u8]) {
+        let header = RelayHeader {
+            direction: Direction::ToClient,
+            ..to.header
+        };
+        self.sock
+            .send_to(&frame_with(&header, payload), to.from)
+            .unwrap();
+    }
+}
+
+/// `payload` behind `header`.
+pub fn frame_with(header: &RelayHeader, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; MAX_HEADER_LEN];
+    let n = header.encode(&mut out).unwrap();
+    out.truncate(n);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// `payload` behind its RFC 4571 length prefix.
+pub fn rfc4571(payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u16).to_be_bytes().to_vec();
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Reads one RFC 4571 frame, or `None` on timeout / close.
+pub fn read_rfc4571(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut prefix = [0u8; 2];
+    stream.read_exact(&mut prefix).ok()?;
+    let mut payload = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
+    stream.read_exact(&mut payload).ok()?;
+    Some(payload)
+}
+
+/// Waits (up to `timeout`) for the relay to close `stream` and asserts it sent nothing:
+/// the read ends in EOF or a reset with zero bytes.
+pub fn assert_closed_silently(stream: &mut TcpStream, timeout: Duration, what: &str) {
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("{what}: the relay answered {n} bytes: {:?}", &buf[..n]),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("{what}: not closed within {timeout:?}: {e}"),
+    }
+}
+
+/// A TCP connection to `to` from `from_ip` (any port), with a read timeout.
+pub fn tcp_from(from_ip: IpAddr, to: SocketAddr, timeout_ms: u64) -> TcpStream {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(to),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .unwrap();
+    socket.bind(&SocketAddr::new(from_ip, 0).into()).unwrap();
+    socket.connect(&to.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(timeout_ms)))
+        .unwrap();
+    stream
 }
 
 /// Path of the relay binary under test.
@@ -211,7 +288,8 @@ pub struct RelayPorts {
 impl RelayPorts {
     pub fn new(workers: u16) -> Self {
         Self {
-            public: free_udp_port(),
+            // The TCP listener takes the same port by default.
+            public: free_udp_and_tcp_port(),
             internal_base: free_udp_range(workers),
             metrics: free_tcp_port(),
         }

@@ -1,0 +1,129 @@
+//! Which TCP connections the relay takes: at most `max_per_source` open connections per
+//! client source (an IPv4 address, or an IPv6 /64, as for tentative UDP flows) and at most
+//! `max_total` in all. Sans-IO; the listener asks before it keeps an accepted socket and
+//! tells when one closes.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use crate::flow_table::client_source;
+
+/// Why an accepted connection was closed at once: the `reason` label of
+/// `tcp_connections_refused_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The client's source already holds `--tcp-max-per-ip` connections.
+    PerIpCap,
+    /// The relay already holds `--tcp-max-connections` connections.
+    GlobalCap,
+}
+
+impl Refusal {
+    /// Every reason, in label order.
+    pub const ALL: [Refusal; 2] = [Self::PerIpCap, Self::GlobalCap];
+
+    /// Short snake_case label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PerIpCap => "per_ip_cap",
+            Self::GlobalCap => "global_cap",
+        }
+    }
+
+    /// Index into a per-reason counter array.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Open connections per source and in all.
+pub struct Admission {
+    per_source: HashMap<IpAddr, u32>,
+    total: usize,
+    max_per_source: u32,
+    max_total: usize,
+}
+
+impl Admission {
+    /// Caps as configured; the per-source map is allocated for `max_total` sources up front.
+    pub fn new(max_per_source: u32, max_total: usize) -> Self {
+        Self {
+            per_source: HashMap::with_capacity(max_total.min(1 << 16)),
+            total: 0,
+            max_per_source,
+            max_total,
+        }
+    }
+
+    /// Takes a slot for a connection from `ip`, or says why not.
+    pub fn admit(&mut self, ip: IpAddr) -> Result<(), Refusal> {
+        if self.total >= self.max_total {
+            return Err(Refusal::GlobalCap);
+        }
+        let n = self.per_source.entry(client_source(ip)).or_insert(0);
+        if *n >= self.max_per_source {
+            return Err(Refusal::PerIpCap);
+        }
+        *n += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    /// Gives back the slot of a closed connection from `ip`.
+    pub fn release(&mut self, ip: IpAddr) {
+        let source = client_source(ip);
+        if let Some(n) = self.per_source.get_mut(&source) {
+            *n -= 1;
+            self.total -= 1;
+            if *n == 0 {
+                self.per_source.remove(&source);
+            }
+        }
+    }
+
+    /// Open connections.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_per_source_cap_counts_an_ipv6_slash_64_as_one_source() {
+        let mut a = Admission::new(2, 100);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(a.admit(ip("2001:db8:0:1::1")), Ok(()));
+        assert_eq!(a.admit(ip("2001:db8:0:1::ffff")), Ok(()));
+        assert_eq!(a.admit(ip("2001:db8:0:1:8::2")), Err(Refusal::PerIpCap));
+        assert_eq!(a.admit(ip("2001:db8:0:2::1")), Ok(()), "another /64");
+        assert_eq!(a.admit(ip("192.0.2.1")), Ok(()));
+        assert_eq!(
+            a.admit(ip("::ffff:192.0.2.1")),
+            Ok(()),
+            "mapped IPv4 is the same source"
+        );
+        assert_eq!(a.admit(ip("192.0.2.1")), Err(Refusal::PerIpCap));
+        a.release(ip("2001:db8:0:1::1"));
+        assert_eq!(a.admit(ip("2001:db8:0:1::3")), Ok(()));
+        assert_eq!(a.total(), 5);
+    }
+
+    #[test]
+    fn the_global_cap_holds_and_slots_come_back() {
+        let mut a = Admission::new(10, 3);
+        for i in 1..=3u8 {
+            assert_eq!(a.admit(IpAddr::from([10, 0, 0, i])), Ok(()));
+        }
+        assert_eq!(
+            a.admit(IpAddr::from([10, 0, 0, 4])),
+            Err(Refusal::GlobalCap)
+        );
+        a.release(IpAddr::from([10, 0, 0, 2]));
+        a.release(IpAddr::from([10, 0, 0, 9])); // never admitted: ignored
+        assert_eq!(a.total(), 2);
+        assert_eq!(a.admit(IpAddr::from([10, 0, 0, 4])), Ok(()));
+    }
+}

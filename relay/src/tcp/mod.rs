@@ -1,0 +1,26 @@
+//! ICE over TCP through the relay (RFC 6544 passive candidates, RFC 4571 framing).
+//!
+//! One thread ([`event_loop`]) owns the public TCP listener, every client connection and one
+//! internal UDP socket. A connection's frames go out of that socket to the transceiver loop
+//! (or peer relay) its first frame's hint names, each as one datagram behind a version 2
+//! relay header (`Transport::Tcp { conn }`); the transceiver answers the socket that sent, so
+//! every reply for a TCP client arrives on this thread and the UDP workers never see TCP.
+//!
+//! The protocol logic is Sans-IO, beside the loop:
+//! [`frame_decoder`] (length-prefixed frames out of a byte stream),
+//! [`write_queue`] (bounded, drop-oldest bytes owed to a slow reader),
+//! [`connection`] (awaiting the first frame → forwarding, timers on `now`),
+//! [`admission`] (connections per source and in all).
+//!
+//! TCP connections are not written to the Redis route cache: a connection cannot outlive
+//! the relay that holds it, so after a restart the client reconnects and its first frame
+//! routes it again.
+
+pub mod admission;
+pub mod connection;
+pub mod event_loop;
+pub mod frame_decoder;
+pub mod write_queue;
+
+pub use admission::Refusal;
+pub use connection::CloseReason;
