@@ -7,127 +7,16 @@
 mod common;
 
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{
-    fleet_key, free_tcp_port, free_udp_range, relay_bin, Redis, RelayPorts, RelayProcess,
-    FLEET_KEY_HEX,
+use common::stack::{
+    chromium_script, start_echo_bot, start_transceiver, start_transceiver_on, Transceiver,
 };
+use common::{fleet_key, Redis, RelayPorts, RelayProcess};
 use voxgate_proto::hint::{self, Keyring};
 use voxgate_testkit::{Fleet, SessionConfig};
-
-fn sibling_bin(name: &str) -> PathBuf {
-    let p = relay_bin().parent().unwrap().join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace --bins` (scripts/test does)",
-        p.display()
-    );
-    p
-}
-
-/// A child process killed on drop, its output in a log file.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn spawn(cmd: &mut Command, tag: &str) -> Proc {
-        let log = std::env::temp_dir().join(format!(
-            "voxgate-relay-e2e-{tag}-{}.log",
-            rand::random::<u32>()
-        ));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(file.try_clone().unwrap()))
-            .stderr(Stdio::from(file))
-            .spawn()
-            .expect("spawn");
-        Proc { child, log }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Transceiver {
-    proc: Proc,
-    signal_url: String,
-    grpc: String,
-}
-
-/// A transceiver whose answers advertise `advertise` (the relay) and whose hints carry
-/// `cluster_id`, with the test fleet key.
-fn start_transceiver(advertise: SocketAddr, cluster_id: u32, loops: u16) -> Transceiver {
-    start_transceiver_on(Ipv4Addr::LOCALHOST.into(), advertise, cluster_id, loops)
-}
-
-/// As [`start_transceiver`], with the media loops (and so the routing hints) on `media_ip`.
-fn start_transceiver_on(
-    media_ip: IpAddr,
-    advertise: SocketAddr,
-    cluster_id: u32,
-    loops: u16,
-) -> Transceiver {
-    let signal = free_tcp_port();
-    let grpc = free_tcp_port();
-    let media_base = free_udp_range(loops);
-    let proc = Proc::spawn(
-        Command::new(sibling_bin("transceiver"))
-            .args(["--signal-listen", &format!("127.0.0.1:{signal}")])
-            .args([
-                "--media-listen",
-                &SocketAddr::new(media_ip, media_base).to_string(),
-            ])
-            .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
-            .args(["--loops", &loops.to_string(), "--no-pin"])
-            .args(["--advertise", &advertise.to_string()])
-            // The relays of these tests forward from loopback (v4 and v6 internal sockets).
-            .args(["--relays", "127.0.0.0/8,::1/128"])
-            .args(["--cluster-id", &cluster_id.to_string()])
-            .env("VOXGATE_FLEET_KEY", FLEET_KEY_HEX),
-        "transceiver",
-    );
-    let url = format!("http://127.0.0.1:{signal}");
-    let ok = common::eventually(Duration::from_secs(10), || {
-        reqwest::blocking::get(format!("{url}/healthz")).is_ok_and(|r| r.status() == 200)
-    });
-    assert!(ok, "transceiver did not start:\n{}", proc.log_text());
-    Transceiver {
-        proc,
-        signal_url: url,
-        grpc: format!("127.0.0.1:{grpc}"),
-    }
-}
-
-fn start_echo_bot(t: &Transceiver) -> Proc {
-    let bot = Proc::spawn(
-        Command::new(sibling_bin("echo-bot"))
-            .args(["--transceiver", &t.grpc, "--capacity", "100"])
-            .args(["--silence-ms", "300"]),
-        "echo-bot",
-    );
-    let ok = common::eventually(Duration::from_secs(10), || {
-        bot.log_text().contains("registered")
-    });
-    assert!(ok, "echo-bot did not register:\n{}", bot.log_text());
-    bot
-}
 
 fn session_json(t: &Transceiver, location: &str) -> serde_json::Value {
     reqwest::blocking::get(format!("{}{location}", t.signal_url))
@@ -450,17 +339,7 @@ fn ipv6_sessions_through_the_relay_exchange_audio_both_ways() {
 
 #[test]
 fn chromium_connects_through_the_relay() {
-    let repo = relay_bin()
-        .ancestors()
-        .find(|p| p.join("tests/browser/chromium_session.mjs").exists())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
-    let script = repo.join("tests/browser/chromium_session.mjs");
-    assert!(
-        repo.join("tests/browser/node_modules/playwright-core")
-            .exists(),
-        "run scripts/setup first (playwright-core missing)"
-    );
+    let script = chromium_script();
     let ports = RelayPorts::new(2);
     let relay = RelayProcess::start(&ports, 2, &[]);
     let t = start_transceiver(relay.public, 0, 2);

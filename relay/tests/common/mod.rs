@@ -2,6 +2,9 @@
 //! `redis-server`, hand-built STUN checks carrying real hints, and /metrics scraping.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod netns;
+pub mod stack;
+
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
