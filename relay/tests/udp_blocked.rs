@@ -41,8 +41,14 @@ fn transceiver(args: &[&str]) -> Transceiver {
 }
 
 /// Runs the Chromium client on the client host: speech in, the echo back, the selected pair
-/// checked against `transport`. Returns its one-line JSON report.
-fn chromium(net: &NetnsPair, t: &Transceiver, transport: &str) -> Value {
+/// checked against `transport`. Returns its one-line JSON report; on failure, panics with
+/// the transceiver's log and `more_logs()`.
+fn chromium(
+    net: &NetnsPair,
+    t: &Transceiver,
+    transport: &str,
+    more_logs: impl Fn() -> String,
+) -> Value {
     let out: Output = net
         .client_command("node")
         .arg(chromium_script())
@@ -57,9 +63,10 @@ fn chromium(net: &NetnsPair, t: &Transceiver, transport: &str) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "chromium failed:\nstdout: {stdout}\nstderr: {}\ntransceiver:\n{}",
+        "chromium failed:\nstdout: {stdout}\nstderr: {}\ntransceiver:\n{}\n{}",
         String::from_utf8_lossy(&out.stderr),
-        t.proc.log_text()
+        t.proc.log_text(),
+        more_logs()
     );
     let line = stdout
         .lines()
@@ -128,7 +135,7 @@ fn chromium_with_udp_blocked_reaches_the_echo_bot_over_tcp_in_direct_mode() {
     let media = t.media;
     net.block_udp_to(media);
 
-    let report = chromium(&net, &t, "tcp");
+    let report = chromium(&net, &t, "tcp", String::new);
     assert_selected(&report, "tcp", media);
     let dropped = net.udp_dropped();
     println!("nft dropped {dropped} UDP datagrams to {media}");
@@ -147,18 +154,17 @@ fn chromium_with_udp_blocked_reaches_the_echo_bot_over_tcp_in_direct_mode() {
 fn chromium_with_udp_blocked_reaches_the_echo_bot_over_tcp_through_the_relay() {
     let Some(net) = server_host() else { return };
     let ip = IpAddr::V4(SERVER_IP);
-    let relay = RelayProcess::start_on(ip, &RelayPorts::new(2), 2, &[]);
-    let relays = format!("{SERVER_IP}/32");
-    let t = transceiver(&[
-        "--advertise",
-        &relay.public.to_string(),
-        "--relays",
-        &relays,
-    ]);
+    // Relay and transceiver trust each other's address on the server host (both default to
+    // loopback only).
+    let host = format!("{SERVER_IP}/32");
+    let relay = RelayProcess::start_on(ip, &RelayPorts::new(2), 2, &["--transceivers", &host]);
+    let t = transceiver(&["--advertise", &relay.public.to_string(), "--relays", &host]);
     let _bot = start_echo_bot(&t);
     net.block_udp_to(relay.public);
 
-    let report = chromium(&net, &t, "tcp");
+    let report = chromium(&net, &t, "tcp", || {
+        format!("relay:\n{}\n{}", relay.log_text(), relay.scrape())
+    });
     assert_selected(&report, "tcp", relay.public);
     let paths = report["server"]["client_paths"].as_array().unwrap();
     assert!(
@@ -205,6 +211,6 @@ fn chromium_with_udp_open_selects_udp_in_direct_mode() {
     let t = transceiver(&[]);
     let _bot = start_echo_bot(&t);
     let media = t.media;
-    let report = chromium(&net, &t, "udp");
+    let report = chromium(&net, &t, "udp", String::new);
     assert_selected(&report, "udp", media);
 }
