@@ -16,7 +16,7 @@ use common::stack::{
 };
 use common::{fleet_key, Redis, RelayPorts, RelayProcess};
 use voxgate_proto::hint::{self, Keyring};
-use voxgate_testkit::{Fleet, SessionConfig};
+use voxgate_testkit::{signal, Fleet, SessionConfig};
 
 fn session_json(t: &Transceiver, location: &str) -> serde_json::Value {
     reqwest::blocking::get(format!("{}{location}", t.signal_url))
@@ -123,6 +123,124 @@ fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
             "worker {w} created no flow:\n{text}"
         );
     }
+    for reason in ["bad_hint", "unknown_flow", "spoofed_return"] {
+        assert_eq!(
+            common::metric_sum(&text, "voxgate_relay_drops_total", &[("reason", reason)]),
+            0.0,
+            "{reason}"
+        );
+    }
+}
+
+/// The dominant frequency of what session `i` heard, over its loud 20 ms frames only (the
+/// silence before the echo would otherwise dilute the analysis window).
+fn heard_hz(fleet: &Fleet, i: usize) -> f32 {
+    let loud: Vec<i16> = fleet
+        .session(i)
+        .received_pcm()
+        .chunks_exact(signal::FRAME_SAMPLES)
+        .filter(|f| f.iter().any(|&s| s.unsigned_abs() > 1000))
+        .flatten()
+        .copied()
+        .collect();
+    signal::dominant_frequency(&loud, signal::SAMPLE_RATE)
+}
+
+/// Issue 13's mixed load: a caller whose only candidate is ICE-TCP shares the relay with 50
+/// UDP callers. Every caller hears its own tone echoed, the TCP caller's media goes both ways
+/// over the relay's TCP listener only, and the UDP callers never touch it.
+#[test]
+fn one_tcp_caller_and_fifty_udp_callers_share_the_relay_and_all_hear_their_echo() {
+    let ports = RelayPorts::new(2);
+    let relay = RelayProcess::start(&ports, 2, &[]);
+    let t = start_transceiver(relay.public, 0, 2);
+    let _bot = start_echo_bot(&t);
+    let mut fleet = Fleet::new().unwrap();
+    let tone = |i: usize| 300.0 + 20.0 * i as f32;
+    let tcp = fleet
+        .open(SessionConfig {
+            udp: false,
+            tcp: true,
+            ..caller(&t, tone(0), Duration::from_secs(1))
+        })
+        .unwrap();
+    for i in 1..=50 {
+        fleet
+            .open(caller(&t, tone(i), Duration::from_secs(1)))
+            .unwrap();
+    }
+    connect_all_and_hear_the_echo(&mut fleet, &t, &relay);
+    // Let the echoes finish before judging what each caller heard.
+    fleet.run_for(Duration::from_secs(1));
+
+    for i in 0..fleet.len() {
+        let r = fleet.report(i);
+        let hz = heard_hz(&fleet, i);
+        assert!(
+            (hz - tone(i)).abs() < 5.0,
+            "caller {i} sent {} Hz and heard {hz} Hz",
+            tone(i)
+        );
+        let snap = if i == tcp {
+            session_json(&t, &r.location)
+        } else {
+            relayed_session(&fleet, i, &t, &relay)
+        };
+        let want = if i == tcp { "tcp" } else { "udp" };
+        let paths = snap["client_paths"].as_array().unwrap();
+        assert!(
+            !paths.is_empty()
+                && paths
+                    .iter()
+                    .all(|p| p["transport"] == want && p["via"].is_string()),
+            "caller {i}: every path must be {want} through the relay: {snap}"
+        );
+        let received = snap["counters"]["audio_packets_in"].as_u64().unwrap();
+        assert!(
+            received * 100 >= r.audio_packets_sent * 98,
+            "{i}: the transceiver got {received} of {} audio packets",
+            r.audio_packets_sent
+        );
+    }
+    let r = fleet.report(tcp);
+    println!(
+        "TCP caller: {} frames received over TCP of {} datagrams, heard {} Hz",
+        r.tcp_frames_received,
+        r.datagrams_received,
+        heard_hz(&fleet, tcp)
+    );
+    assert!(r.tcp_frames_received > 0);
+    assert_eq!(
+        r.tcp_frames_received, r.datagrams_received,
+        "the TCP caller got everything over TCP"
+    );
+
+    let text = relay.scrape();
+    let forwarded = |transport: &str, direction: &str| {
+        common::metric_sum(
+            &text,
+            "voxgate_relay_packets_forwarded_total",
+            &[("transport", transport), ("direction", direction)],
+        )
+    };
+    for transport in ["tcp", "udp"] {
+        for direction in ["to_transceiver", "to_client"] {
+            assert!(
+                forwarded(transport, direction) > 0.0,
+                "nothing forwarded {direction} over {transport}:\n{text}"
+            );
+        }
+    }
+    println!(
+        "relay forwarded to the transceiver: {} over TCP, {} over UDP",
+        forwarded("tcp", "to_transceiver"),
+        forwarded("udp", "to_transceiver")
+    );
+    assert_eq!(
+        common::metric_sum(&text, "voxgate_relay_tcp_connections_accepted_total", &[]),
+        1.0,
+        "only the TCP caller connects over TCP"
+    );
     for reason in ["bad_hint", "unknown_flow", "spoofed_return"] {
         assert_eq!(
             common::metric_sum(&text, "voxgate_relay_drops_total", &[("reason", reason)]),
