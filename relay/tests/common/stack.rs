@@ -47,6 +47,11 @@ impl Proc {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
 }
 
 impl Drop for Proc {
@@ -104,31 +109,48 @@ pub fn start_transceiver_with(
     args: &[&str],
     envs: &[(&str, &str)],
 ) -> Transceiver {
-    let signal = SocketAddr::new(signal_ip, free_tcp_port());
-    let grpc = free_tcp_port();
-    let media = SocketAddr::new(media_ip, free_udp_range(loops));
-    let proc = Proc::spawn(
-        Command::new(sibling_bin("transceiver"))
-            .args(["--signal-listen", &signal.to_string()])
-            .args(["--media-listen", &media.to_string()])
-            .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
-            .args(["--loops", &loops.to_string(), "--no-pin"])
-            .args(args)
-            .envs(envs.iter().copied())
-            .env("VOXGATE_FLEET_KEY", FLEET_KEY_HEX),
-        "transceiver",
-    );
-    let url = format!("http://{signal}");
-    let ok = eventually(Duration::from_secs(10), || {
-        reqwest::blocking::get(format!("{url}/healthz")).is_ok_and(|r| r.status() == 200)
-    });
-    assert!(ok, "transceiver did not start:\n{}", proc.log_text());
-    Transceiver {
-        proc,
-        signal_url: url,
-        grpc: format!("127.0.0.1:{grpc}"),
-        media,
+    // Ports picked free a moment ago can be taken by anyone on this shared machine before the
+    // transceiver binds them: a start-up that exits early is retried on fresh ports.
+    for attempt in 1.. {
+        let signal = SocketAddr::new(signal_ip, free_tcp_port());
+        let grpc = free_tcp_port();
+        let media = SocketAddr::new(media_ip, free_udp_range(loops));
+        let mut proc = Proc::spawn(
+            Command::new(sibling_bin("transceiver"))
+                .args(["--signal-listen", &signal.to_string()])
+                .args(["--media-listen", &media.to_string()])
+                .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
+                .args(["--loops", &loops.to_string(), "--no-pin"])
+                .args(args)
+                .envs(envs.iter().copied())
+                .env("VOXGATE_FLEET_KEY", FLEET_KEY_HEX),
+            "transceiver",
+        );
+        let url = format!("http://{signal}");
+        let ok = eventually(Duration::from_secs(10), || {
+            proc.exited()
+                || reqwest::blocking::get(format!("{url}/healthz")).is_ok_and(|r| r.status() == 200)
+        });
+        if ok && proc.exited() && attempt < 3 {
+            eprintln!(
+                "transceiver exited during start-up, retrying:\n{}",
+                proc.log_text()
+            );
+            continue;
+        }
+        assert!(
+            ok && !proc.exited(),
+            "transceiver did not start:\n{}",
+            proc.log_text()
+        );
+        return Transceiver {
+            proc,
+            signal_url: url,
+            grpc: format!("127.0.0.1:{grpc}"),
+            media,
+        };
     }
+    unreachable!()
 }
 
 /// The echo-bot subscribed to `t` (capacity 100), once it has registered.
