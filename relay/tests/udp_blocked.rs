@@ -12,10 +12,9 @@
 mod common;
 
 use std::net::{IpAddr, SocketAddr};
-use std::process::Output;
 
 use common::netns::{can_create_namespaces, NetnsPair, SERVER_IP};
-use common::stack::{chromium_script, start_echo_bot, start_transceiver_with, Transceiver};
+use common::stack::{chromium_report, start_echo_bot, start_transceiver_with, Proc, Transceiver};
 use common::{RelayPorts, RelayProcess};
 use serde_json::Value;
 
@@ -33,6 +32,14 @@ fn server_host() -> Option<NetnsPair> {
     Some(net)
 }
 
+/// Direct mode on the server host: a transceiver (its answers name the loop's own UDP socket
+/// and TCP listener, the same IP:port) and the echo-bot.
+fn direct_mode() -> (Transceiver, Proc) {
+    let t = transceiver(&[]);
+    let bot = start_echo_bot(&t);
+    (t, bot)
+}
+
 /// A transceiver on the server host's veth address (signaling behind a token, as a public bind
 /// must be), plus `args`.
 fn transceiver(args: &[&str]) -> Transceiver {
@@ -41,39 +48,26 @@ fn transceiver(args: &[&str]) -> Transceiver {
 }
 
 /// Runs the Chromium client on the client host: speech in, the echo back, the selected pair
-/// checked against `transport`. Returns its one-line JSON report; on failure, panics with
-/// the transceiver's log and `more_logs()`.
+/// checked against `transport`. Returns its JSON report; on failure, panics with the
+/// transceiver's log and `more_logs()`.
 fn chromium(
     net: &NetnsPair,
     t: &Transceiver,
     transport: &str,
     more_logs: impl Fn() -> String,
 ) -> Value {
-    let out: Output = net
-        .client_command("node")
-        .arg(chromium_script())
-        .env("SIGNAL_URL", &t.signal_url)
-        .env("TOKEN", TOKEN)
-        .env("AUDIO", "speech")
-        .env("EXPECT_ECHO", "1")
-        .env("EXPECT_TRANSPORT", transport)
-        .env("HOLD_MS", "9000")
-        .output()
-        .expect("run node in the client namespace");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium failed:\nstdout: {stdout}\nstderr: {}\ntransceiver:\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        t.proc.log_text(),
-        more_logs()
-    );
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .expect("a JSON line");
-    serde_json::from_str(line).expect("JSON report")
+    chromium_report(
+        net.client_command("node"),
+        &[
+            ("SIGNAL_URL", t.signal_url.as_str()),
+            ("TOKEN", TOKEN),
+            ("AUDIO", "speech"),
+            ("EXPECT_ECHO", "1"),
+            ("EXPECT_TRANSPORT", transport),
+            ("HOLD_MS", "9000"),
+        ],
+        || format!("transceiver:\n{}\n{}", t.proc.log_text(), more_logs()),
+    )
 }
 
 /// What every run must show: the selected pair is `transport` on both ends, nominated, its
@@ -130,8 +124,7 @@ fn transceiver_metric(t: &Transceiver, name: &str) -> f64 {
 #[test]
 fn chromium_with_udp_blocked_reaches_the_echo_bot_over_tcp_in_direct_mode() {
     let Some(net) = server_host() else { return };
-    let t = transceiver(&[]);
-    let _bot = start_echo_bot(&t);
+    let (t, _bot) = direct_mode();
     let media = t.media;
     net.block_udp_to(media);
 
@@ -208,9 +201,7 @@ fn chromium_with_udp_blocked_reaches_the_echo_bot_over_tcp_through_the_relay() {
 #[test]
 fn chromium_with_udp_open_selects_udp_in_direct_mode() {
     let Some(net) = server_host() else { return };
-    let t = transceiver(&[]);
-    let _bot = start_echo_bot(&t);
-    let media = t.media;
+    let (t, _bot) = direct_mode();
     let report = chromium(&net, &t, "udp", String::new);
-    assert_selected(&report, "udp", media);
+    assert_selected(&report, "udp", t.media);
 }

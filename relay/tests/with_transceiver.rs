@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::stack::{
-    chromium_script, start_echo_bot, start_transceiver, start_transceiver_on, Transceiver,
+    chromium_report, start_echo_bot, start_transceiver, start_transceiver_on, Transceiver,
 };
 use common::{fleet_key, Redis, RelayPorts, RelayProcess};
 use voxgate_proto::hint::{self, Keyring};
@@ -457,25 +457,15 @@ fn ipv6_sessions_through_the_relay_exchange_audio_both_ways() {
 
 #[test]
 fn chromium_connects_through_the_relay() {
-    let script = chromium_script();
     let ports = RelayPorts::new(2);
     let relay = RelayProcess::start(&ports, 2, &[]);
     let t = start_transceiver(relay.public, 0, 2);
-    let out = Command::new("node")
-        .arg(&script)
-        .env("SIGNAL_URL", &t.signal_url)
-        .env("HOLD_MS", "3000")
-        .output()
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium through the relay failed:\n{stdout}\n{}\nrelay:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        relay.log_text()
+    let report = chromium_report(
+        Command::new("node"),
+        &[("SIGNAL_URL", t.signal_url.as_str()), ("HOLD_MS", "3000")],
+        || format!("relay:\n{}", relay.log_text()),
     );
-    let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap();
-    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    let line = report.to_string();
     assert!(
         report["server"]["counters"]["audio_packets_in"]
             .as_u64()

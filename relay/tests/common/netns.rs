@@ -22,6 +22,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use voxgate_fleet_tests::netns::delete_namespace;
+
 /// Prefix of every namespace made here ("voxgate TCP test").
 const PREFIX: &str = "vgtcp-";
 /// Where `ip netns` keeps its named namespaces.
@@ -191,20 +193,6 @@ fn ip(args: &[&str]) {
         args.join(" "),
         String::from_utf8_lossy(&out.stderr).trim()
     );
-}
-
-/// Kills the processes still inside `ns` (only ever ones a test started there) and deletes it.
-fn delete_namespace(ns: &str) {
-    if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
-        for pid in String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .filter_map(|p| p.parse::<libc::pid_t>().ok())
-        {
-            // SAFETY: kill(2) by pid; the pid lives in a namespace only these tests create.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
-    let _ = Command::new("ip").args(["netns", "del", ns]).output();
 }
 
 /// Deletes `vgtcp-<pid>-*` namespaces whose test process is gone (a crashed or killed run).

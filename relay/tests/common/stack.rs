@@ -168,14 +168,37 @@ pub fn start_echo_bot(t: &Transceiver) -> Proc {
     bot
 }
 
-/// `tests/browser/chromium_session.mjs` (headless Chromium as an unmodified WebRTC client),
-/// once `scripts/setup` has installed its playwright-core.
-pub fn chromium_script() -> PathBuf {
+/// Runs `tests/browser/chromium_session.mjs` (headless Chromium as an unmodified WebRTC client,
+/// see its header for `envs`) with `node`, a command for node that may wrap it (e.g. in a
+/// namespace). Returns its one-line JSON report; panics with its output and `logs()` when it
+/// fails.
+pub fn chromium_report(
+    mut node: Command,
+    envs: &[(&str, &str)],
+    logs: impl Fn() -> String,
+) -> serde_json::Value {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     assert!(
         repo.join("tests/browser/node_modules/playwright-core")
             .exists(),
         "run scripts/setup first (playwright-core missing)"
     );
-    repo.join("tests/browser/chromium_session.mjs")
+    let out = node
+        .arg(repo.join("tests/browser/chromium_session.mjs"))
+        .envs(envs.iter().copied())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chromium failed:\nstdout: {stdout}\nstderr: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        logs()
+    );
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON line");
+    serde_json::from_str(line).expect("JSON report")
 }
