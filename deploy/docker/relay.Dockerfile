@@ -19,14 +19,18 @@ RUN useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin
 COPY --from=build /out/relay /usr/local/bin/relay
 COPY deploy/docker/healthcheck.sh /usr/local/bin/voxgate-healthcheck
 # Listen on every interface of the container; workers bind the internal port PORT+i, so the
-# internal range below must cover VOXGATE_RELAY_WORKERS ports.
+# internal range below must cover VOXGATE_RELAY_WORKERS ports. The ICE-TCP listener shares the
+# public IP:port (VOXGATE_RELAY_TCP_LISTEN's default); its thread talks to transceivers from a
+# fixed internal port after the workers' (default: any free port) so firewalls can admit it.
 ENV VOXGATE_RELAY_LISTEN=0.0.0.0:3478 \
     VOXGATE_RELAY_INTERNAL_LISTEN=0.0.0.0:3578 \
+    VOXGATE_RELAY_TCP_INTERNAL_LISTEN=0.0.0.0:3580 \
     VOXGATE_RELAY_WORKERS=2 \
     VOXGATE_RELAY_METRICS_LISTEN=0.0.0.0:9478 \
     RUST_LOG=info
-# 3478/udp: clients (public). 3578-3579/udp: transceivers (internal). 9478/tcp: /metrics.
-EXPOSE 3478/udp 3578-3579/udp 9478/tcp
+# 3478/udp and 3478/tcp: clients (public; TCP for callers whose networks block UDP).
+# 3578-3580/udp: transceivers (internal; 3580 answers the TCP clients). 9478/tcp: /metrics.
+EXPOSE 3478/udp 3478/tcp 3578-3580/udp 9478/tcp
 USER 10001:10001
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
     CMD ["/usr/local/bin/voxgate-healthcheck", "http", "VOXGATE_RELAY_METRICS_LISTEN", "/metrics"]

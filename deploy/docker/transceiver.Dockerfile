@@ -26,10 +26,14 @@ RUN useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin
 COPY --from=build /out/transceiver /usr/local/bin/transceiver
 COPY deploy/docker/healthcheck.sh /usr/local/bin/voxgate-healthcheck
 # Media loop i binds VOXGATE_MEDIA_LISTEN's port + i: the UDP range below covers VOXGATE_LOOPS.
+# Behind relays, ICE over TCP ends at the relay's TCP listener and reaches the loops' UDP
+# sockets, so the loops' own TCP listeners stay off (direct mode, no relay: set
+# VOXGATE_TCP_LISTEN=same and open 40000+i/tcp beside the UDP ports).
 ENV VOXGATE_SIGNAL_LISTEN=0.0.0.0:8080 \
     VOXGATE_MEDIA_LISTEN=0.0.0.0:40000 \
     VOXGATE_LOOPS=2 \
     VOXGATE_GRPC_LISTEN=0.0.0.0:50051 \
+    VOXGATE_TCP_LISTEN=off \
     VOXGATE_LOG_FORMAT=json \
     RUST_LOG=info
 # 8080/tcp: signaling, /healthz, /readyz, /metrics. 50051/tcp: gRPC for backends.

@@ -226,9 +226,9 @@ fn ip(args: &[&str]) -> Result<(), NetworkError> {
     }
 }
 
-/// Kills the processes still inside `ns` (only ever processes a run of this harness started
-/// there) and deletes it.
-fn delete_namespace(ns: &str) {
+/// Kills the processes still inside `ns` and deletes it. Only for namespaces the caller made
+/// (every process inside is one it started there).
+pub fn delete_namespace(ns: &str) {
     if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
         for pid in String::from_utf8_lossy(&out.stdout)
             .split_whitespace()

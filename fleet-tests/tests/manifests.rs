@@ -319,17 +319,34 @@ fn listen_ports(bin: &str, get: &dyn Fn(&str) -> Option<String>) -> BTreeSet<(u1
                 .expect("VOXGATE_LOOPS must be set: the default depends on the machine")
                 .parse()
                 .expect("loops");
-            range(
-                port_of(&get("VOXGATE_MEDIA_LISTEN").expect("media")),
-                loops,
-                &mut set,
-            );
+            let media = port_of(&get("VOXGATE_MEDIA_LISTEN").expect("media"));
+            range(media, loops, &mut set);
+            // Each loop's ICE-TCP listener: `same` (the default) is the loop's UDP port.
+            let tcp_base = match get("VOXGATE_TCP_LISTEN").as_deref() {
+                None | Some("same") => Some(media),
+                Some("off") => None,
+                Some(addr) => Some(port_of(addr)),
+            };
+            if let Some(base) = tcp_base {
+                for i in 0..loops {
+                    set.insert((base + i, "TCP".to_owned()));
+                }
+            }
         }
         "relay" => {
-            set.insert((
-                port_of(&get("VOXGATE_RELAY_LISTEN").expect("listen")),
-                "UDP".into(),
-            ));
+            let public = get("VOXGATE_RELAY_LISTEN").expect("listen");
+            set.insert((port_of(&public), "UDP".into()));
+            // The ICE-TCP listener defaults to the public IP:port.
+            match get("VOXGATE_RELAY_TCP_LISTEN").as_deref() {
+                Some("off") => {}
+                addr => {
+                    set.insert(tcp(addr.unwrap_or(&public)));
+                }
+            }
+            // Its internal socket binds any free port unless told (nothing to declare then).
+            if let Some(addr) = get("VOXGATE_RELAY_TCP_INTERNAL_LISTEN") {
+                set.insert((port_of(&addr), "UDP".into()));
+            }
             set.insert(tcp(&get("VOXGATE_RELAY_METRICS_LISTEN").expect("metrics")));
             let workers: u16 = get("VOXGATE_RELAY_WORKERS")
                 .expect("VOXGATE_RELAY_WORKERS must be set: the default depends on the machine")
@@ -807,14 +824,23 @@ fn ports_agree_across_settings_containers_services_probes_and_policies() {
         relay_svc.doc["spec"]["externalTrafficPolicy"].as_str(),
         Some("Local")
     );
-    let svc_ports = items(&relay_svc.doc["spec"]["ports"]);
-    assert_eq!(svc_ports.len(), 1, "one UDP port per region VIP");
-    assert_eq!(svc_ports[0]["protocol"].as_str(), Some("UDP"));
-    let vip_port = int(&svc_ports[0]["port"]).expect("port") as u16;
+    // One port per region VIP, UDP and TCP (ICE over TCP on the relay's public IP:port).
+    let svc_ports: BTreeSet<(u16, String)> = items(&relay_svc.doc["spec"]["ports"])
+        .iter()
+        .map(|p| {
+            let port = int(&p["port"]).expect("port") as u16;
+            (port, p["protocol"].as_str().unwrap_or("TCP").to_owned())
+        })
+        .collect();
     assert_eq!(
-        vip_port, public_port,
-        "relay Service port vs VOXGATE_RELAY_LISTEN"
+        svc_ports,
+        BTreeSet::from([
+            (public_port, "TCP".to_owned()),
+            (public_port, "UDP".to_owned())
+        ]),
+        "relay Service ports vs VOXGATE_RELAY_LISTEN (UDP and TCP)"
     );
+    let vip_port = public_port;
     for k in [
         "k8s/base/kustomization.yaml",
         "k8s/overlays/example-region/kustomization.yaml",
@@ -934,7 +960,7 @@ fn ports_agree_across_settings_containers_services_probes_and_policies() {
     assert_eq!(opened(items(&rp.doc["spec"]["ingress"]), "UDP"), relay_udp);
     assert_eq!(
         opened(items(&rp.doc["spec"]["ingress"]), "TCP"),
-        BTreeSet::from([metrics_port])
+        BTreeSet::from([metrics_port, public_port])
     );
 
     // PDBs select a workload.

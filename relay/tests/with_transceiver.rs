@@ -7,127 +7,16 @@
 mod common;
 
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{
-    fleet_key, free_tcp_port, free_udp_range, relay_bin, Redis, RelayPorts, RelayProcess,
-    FLEET_KEY_HEX,
+use common::stack::{
+    chromium_report, start_echo_bot, start_transceiver, start_transceiver_on, Transceiver,
 };
+use common::{fleet_key, Redis, RelayPorts, RelayProcess};
 use voxgate_proto::hint::{self, Keyring};
-use voxgate_testkit::{Fleet, SessionConfig};
-
-fn sibling_bin(name: &str) -> PathBuf {
-    let p = relay_bin().parent().unwrap().join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace --bins` (scripts/test does)",
-        p.display()
-    );
-    p
-}
-
-/// A child process killed on drop, its output in a log file.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn spawn(cmd: &mut Command, tag: &str) -> Proc {
-        let log = std::env::temp_dir().join(format!(
-            "voxgate-relay-e2e-{tag}-{}.log",
-            rand::random::<u32>()
-        ));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(file.try_clone().unwrap()))
-            .stderr(Stdio::from(file))
-            .spawn()
-            .expect("spawn");
-        Proc { child, log }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Transceiver {
-    proc: Proc,
-    signal_url: String,
-    grpc: String,
-}
-
-/// A transceiver whose answers advertise `advertise` (the relay) and whose hints carry
-/// `cluster_id`, with the test fleet key.
-fn start_transceiver(advertise: SocketAddr, cluster_id: u32, loops: u16) -> Transceiver {
-    start_transceiver_on(Ipv4Addr::LOCALHOST.into(), advertise, cluster_id, loops)
-}
-
-/// As [`start_transceiver`], with the media loops (and so the routing hints) on `media_ip`.
-fn start_transceiver_on(
-    media_ip: IpAddr,
-    advertise: SocketAddr,
-    cluster_id: u32,
-    loops: u16,
-) -> Transceiver {
-    let signal = free_tcp_port();
-    let grpc = free_tcp_port();
-    let media_base = free_udp_range(loops);
-    let proc = Proc::spawn(
-        Command::new(sibling_bin("transceiver"))
-            .args(["--signal-listen", &format!("127.0.0.1:{signal}")])
-            .args([
-                "--media-listen",
-                &SocketAddr::new(media_ip, media_base).to_string(),
-            ])
-            .args(["--grpc-listen", &format!("127.0.0.1:{grpc}")])
-            .args(["--loops", &loops.to_string(), "--no-pin"])
-            .args(["--advertise", &advertise.to_string()])
-            // The relays of these tests forward from loopback (v4 and v6 internal sockets).
-            .args(["--relays", "127.0.0.0/8,::1/128"])
-            .args(["--cluster-id", &cluster_id.to_string()])
-            .env("VOXGATE_FLEET_KEY", FLEET_KEY_HEX),
-        "transceiver",
-    );
-    let url = format!("http://127.0.0.1:{signal}");
-    let ok = common::eventually(Duration::from_secs(10), || {
-        reqwest::blocking::get(format!("{url}/healthz")).is_ok_and(|r| r.status() == 200)
-    });
-    assert!(ok, "transceiver did not start:\n{}", proc.log_text());
-    Transceiver {
-        proc,
-        signal_url: url,
-        grpc: format!("127.0.0.1:{grpc}"),
-    }
-}
-
-fn start_echo_bot(t: &Transceiver) -> Proc {
-    let bot = Proc::spawn(
-        Command::new(sibling_bin("echo-bot"))
-            .args(["--transceiver", &t.grpc, "--capacity", "100"])
-            .args(["--silence-ms", "300"]),
-        "echo-bot",
-    );
-    let ok = common::eventually(Duration::from_secs(10), || {
-        bot.log_text().contains("registered")
-    });
-    assert!(ok, "echo-bot did not register:\n{}", bot.log_text());
-    bot
-}
+use voxgate_testkit::{signal, Fleet, SessionConfig};
 
 fn session_json(t: &Transceiver, location: &str) -> serde_json::Value {
     reqwest::blocking::get(format!("{}{location}", t.signal_url))
@@ -234,6 +123,124 @@ fn fifty_sessions_through_the_relay_exchange_audio_both_ways() {
             "worker {w} created no flow:\n{text}"
         );
     }
+    for reason in ["bad_hint", "unknown_flow", "spoofed_return"] {
+        assert_eq!(
+            common::metric_sum(&text, "voxgate_relay_drops_total", &[("reason", reason)]),
+            0.0,
+            "{reason}"
+        );
+    }
+}
+
+/// The dominant frequency of what session `i` heard, over its loud 20 ms frames only (the
+/// silence before the echo would otherwise dilute the analysis window).
+fn heard_hz(fleet: &Fleet, i: usize) -> f32 {
+    let loud: Vec<i16> = fleet
+        .session(i)
+        .received_pcm()
+        .chunks_exact(signal::FRAME_SAMPLES)
+        .filter(|f| f.iter().any(|&s| s.unsigned_abs() > 1000))
+        .flatten()
+        .copied()
+        .collect();
+    signal::dominant_frequency(&loud, signal::SAMPLE_RATE)
+}
+
+/// Issue 13's mixed load: a caller whose only candidate is ICE-TCP shares the relay with 50
+/// UDP callers. Every caller hears its own tone echoed, the TCP caller's media goes both ways
+/// over the relay's TCP listener only, and the UDP callers never touch it.
+#[test]
+fn one_tcp_caller_and_fifty_udp_callers_share_the_relay_and_all_hear_their_echo() {
+    let ports = RelayPorts::new(2);
+    let relay = RelayProcess::start(&ports, 2, &[]);
+    let t = start_transceiver(relay.public, 0, 2);
+    let _bot = start_echo_bot(&t);
+    let mut fleet = Fleet::new().unwrap();
+    let tone = |i: usize| 300.0 + 20.0 * i as f32;
+    let tcp = fleet
+        .open(SessionConfig {
+            udp: false,
+            tcp: true,
+            ..caller(&t, tone(0), Duration::from_secs(1))
+        })
+        .unwrap();
+    for i in 1..=50 {
+        fleet
+            .open(caller(&t, tone(i), Duration::from_secs(1)))
+            .unwrap();
+    }
+    connect_all_and_hear_the_echo(&mut fleet, &t, &relay);
+    // Let the echoes finish before judging what each caller heard.
+    fleet.run_for(Duration::from_secs(1));
+
+    for i in 0..fleet.len() {
+        let r = fleet.report(i);
+        let hz = heard_hz(&fleet, i);
+        assert!(
+            (hz - tone(i)).abs() < 5.0,
+            "caller {i} sent {} Hz and heard {hz} Hz",
+            tone(i)
+        );
+        let snap = if i == tcp {
+            session_json(&t, &r.location)
+        } else {
+            relayed_session(&fleet, i, &t, &relay)
+        };
+        let want = if i == tcp { "tcp" } else { "udp" };
+        let paths = snap["client_paths"].as_array().unwrap();
+        assert!(
+            !paths.is_empty()
+                && paths
+                    .iter()
+                    .all(|p| p["transport"] == want && p["via"].is_string()),
+            "caller {i}: every path must be {want} through the relay: {snap}"
+        );
+        let received = snap["counters"]["audio_packets_in"].as_u64().unwrap();
+        assert!(
+            received * 100 >= r.audio_packets_sent * 98,
+            "{i}: the transceiver got {received} of {} audio packets",
+            r.audio_packets_sent
+        );
+    }
+    let r = fleet.report(tcp);
+    println!(
+        "TCP caller: {} frames received over TCP of {} datagrams, heard {} Hz",
+        r.tcp_frames_received,
+        r.datagrams_received,
+        heard_hz(&fleet, tcp)
+    );
+    assert!(r.tcp_frames_received > 0);
+    assert_eq!(
+        r.tcp_frames_received, r.datagrams_received,
+        "the TCP caller got everything over TCP"
+    );
+
+    let text = relay.scrape();
+    let forwarded = |transport: &str, direction: &str| {
+        common::metric_sum(
+            &text,
+            "voxgate_relay_packets_forwarded_total",
+            &[("transport", transport), ("direction", direction)],
+        )
+    };
+    for transport in ["tcp", "udp"] {
+        for direction in ["to_transceiver", "to_client"] {
+            assert!(
+                forwarded(transport, direction) > 0.0,
+                "nothing forwarded {direction} over {transport}:\n{text}"
+            );
+        }
+    }
+    println!(
+        "relay forwarded to the transceiver: {} over TCP, {} over UDP",
+        forwarded("tcp", "to_transceiver"),
+        forwarded("udp", "to_transceiver")
+    );
+    assert_eq!(
+        common::metric_sum(&text, "voxgate_relay_tcp_connections_accepted_total", &[]),
+        1.0,
+        "only the TCP caller connects over TCP"
+    );
     for reason in ["bad_hint", "unknown_flow", "spoofed_return"] {
         assert_eq!(
             common::metric_sum(&text, "voxgate_relay_drops_total", &[("reason", reason)]),
@@ -450,35 +457,15 @@ fn ipv6_sessions_through_the_relay_exchange_audio_both_ways() {
 
 #[test]
 fn chromium_connects_through_the_relay() {
-    let repo = relay_bin()
-        .ancestors()
-        .find(|p| p.join("tests/browser/chromium_session.mjs").exists())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
-    let script = repo.join("tests/browser/chromium_session.mjs");
-    assert!(
-        repo.join("tests/browser/node_modules/playwright-core")
-            .exists(),
-        "run scripts/setup first (playwright-core missing)"
-    );
     let ports = RelayPorts::new(2);
     let relay = RelayProcess::start(&ports, 2, &[]);
     let t = start_transceiver(relay.public, 0, 2);
-    let out = Command::new("node")
-        .arg(&script)
-        .env("SIGNAL_URL", &t.signal_url)
-        .env("HOLD_MS", "3000")
-        .output()
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium through the relay failed:\n{stdout}\n{}\nrelay:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        relay.log_text()
+    let report = chromium_report(
+        Command::new("node"),
+        &[("SIGNAL_URL", t.signal_url.as_str()), ("HOLD_MS", "3000")],
+        || format!("relay:\n{}", relay.log_text()),
     );
-    let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap();
-    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    let line = report.to_string();
     assert!(
         report["server"]["counters"]["audio_packets_in"]
             .as_u64()

@@ -20,7 +20,7 @@ use str0m::channel::ChannelId;
 use str0m::error::{IceError, SdpError};
 use str0m::format::Codec;
 use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid, Pt};
-use str0m::net::{Protocol, Receive, Transmit};
+use str0m::net::{Protocol, Receive, TcpType, Transmit};
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc, RtcError};
 
 use crate::downlink_audio::{DownlinkAudio, DownlinkCounters};
@@ -122,6 +122,7 @@ struct Counters {
     audio_packets_sent: u64,
     channel_messages_received: u64,
     ice_restarts: u32,
+    tcp_frames_received: u64,
 }
 
 /// One client: an offering, controlling, full-ICE str0m peer with one SendRecv Opus m-line and,
@@ -214,8 +215,20 @@ impl ClientSession {
             last_destination: None,
         };
 
-        s.rtc
-            .add_local_candidate(Candidate::host(local_addr, "udp")?);
+        if cfg.udp {
+            s.rtc
+                .add_local_candidate(Candidate::host(local_addr, "udp")?);
+        }
+        if cfg.tcp {
+            // Active candidates advertise port 9 (RFC 6544 §4.5): the real port is whatever
+            // the connection gets.
+            let c = Candidate::builder()
+                .tcp()
+                .host(Self::tcp_candidate_addr(local_addr))
+                .tcptype(TcpType::Active)
+                .build()?;
+            s.rtc.add_local_candidate(c);
+        }
         s.drain(started);
 
         let mut api = s.rtc.sdp_api();
@@ -293,10 +306,33 @@ impl ClientSession {
         self.pending = None;
     }
 
+    /// The address of the active TCP candidate for a session whose UDP socket is `local_addr`.
+    pub fn tcp_candidate_addr(local_addr: SocketAddr) -> SocketAddr {
+        SocketAddr::new(local_addr.ip(), 9)
+    }
+
     /// Feeds one datagram that arrived on this session's socket.
     pub fn handle_datagram(
         &mut self,
         now: Instant,
+        source: SocketAddr,
+        destination: SocketAddr,
+        bytes: &[u8],
+    ) {
+        self.handle_receive(now, Protocol::Udp, source, destination, bytes);
+    }
+
+    /// Feeds one RFC 4571 frame that arrived on the session's TCP connection to `source`.
+    pub fn handle_tcp_frame(&mut self, now: Instant, source: SocketAddr, bytes: &[u8]) {
+        let destination = Self::tcp_candidate_addr(self.local_addr);
+        self.counters.tcp_frames_received += 1;
+        self.handle_receive(now, Protocol::Tcp, source, destination, bytes);
+    }
+
+    fn handle_receive(
+        &mut self,
+        now: Instant,
+        proto: Protocol,
         source: SocketAddr,
         destination: SocketAddr,
         bytes: &[u8],
@@ -309,7 +345,7 @@ impl ClientSession {
             self.last_source = Some(source);
             self.remote_addrs_seen.insert(source);
         }
-        let Ok(receive) = Receive::new(Protocol::Udp, source, destination, bytes) else {
+        let Ok(receive) = Receive::new(proto, source, destination, bytes) else {
             self.counters.datagrams_unparsed += 1;
             return;
         };
@@ -435,6 +471,7 @@ impl ClientSession {
             ice_state: format!("{:?}", self.ice_state),
             ice_restarts: self.counters.ice_restarts,
             datagrams_received: self.counters.datagrams_received,
+            tcp_frames_received: self.counters.tcp_frames_received,
             datagrams_sent: self.counters.datagrams_sent,
             send_errors: self.counters.send_errors,
             closed: self.closed,

@@ -6,16 +6,22 @@
 //! fires what is due, and never scans all sessions on the packet path. After every input the
 //! session's transmits are flushed to its socket and its deadline re-filed.
 //!
+//! A session offering an ICE-TCP candidate ([`SessionConfig::tcp`]) also gets one TCP connection,
+//! opened when str0m first sends to a TCP destination (the server's passive candidate: a media
+//! loop's listener, or a relay's), polled under `Token(TCP_TOKEN | index)`, and framed with
+//! RFC 4571 (2-byte length prefix) both ways.
+//!
 //! Signaling (POST, PATCH, DELETE) is blocking HTTP on the calling thread; other sessions are
 //! not driven meanwhile, which is harmless for tests and bounded by the HTTP timeout.
 
 use std::collections::BTreeSet;
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
 use reqwest::Url;
+use str0m::net::{Protocol, Transmit};
 
 use crate::client_session::{ClientSession, SessionError};
 use crate::session_config::SessionConfig;
@@ -24,6 +30,11 @@ use crate::signaling_client::{SignalingClient, SignalingError};
 
 /// Receive buffer size: larger than any WebRTC datagram.
 const RECV_BUF: usize = 2048;
+/// Tokens of TCP connections have this bit set; the rest is the session index.
+const TCP_TOKEN: usize = 1 << 30;
+/// Most bytes a TCP connection buffers for sending before frames are dropped (like a full
+/// UDP socket buffer).
+const TCP_OUT_LIMIT: usize = 256 * 1024;
 /// How often `run_until` evaluates its predicate at most.
 const PREDICATE_INTERVAL: Duration = Duration::from_millis(1);
 
@@ -63,9 +74,44 @@ pub struct SessionResource {
     pub token: Option<String>,
 }
 
+/// A session's ICE-TCP connection to the server's passive candidate.
+struct TcpLink {
+    dest: SocketAddr,
+    stream: mio::net::TcpStream,
+    connected: bool,
+    /// Received bytes not yet a whole frame.
+    inbuf: Vec<u8>,
+    /// Framed bytes not yet written.
+    outbuf: Vec<u8>,
+}
+
+impl TcpLink {
+    /// Writes what waits; false when the connection failed.
+    fn flush(&mut self) -> bool {
+        while self.connected && !self.outbuf.is_empty() {
+            match self.stream.write(&self.outbuf) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+}
+
 struct Slot {
     session: ClientSession,
     socket: Option<mio::net::UdpSocket>,
+    tcp: Option<TcpLink>,
+    /// Drop every UDP datagram both ways (a firewall that blocks UDP).
+    udp_blocked: bool,
+    /// Leave the TCP connection unread (a client that stops reading).
+    tcp_paused: bool,
+    tcp_recv_buffer: Option<usize>,
     local_addr: SocketAddr,
     /// The entry this slot has in `Fleet::timers`, if any.
     scheduled: Option<Instant>,
@@ -105,6 +151,7 @@ impl Fleet {
         let socket = UdpSocket::bind(SocketAddr::new(cfg.bind_ip, 0))?;
         let local_addr = socket.local_addr()?;
         let (mut session, offer) = ClientSession::new(&cfg, local_addr, started)?;
+        let tcp_recv_buffer = cfg.tcp_recv_buffer;
         let created = self.http.create_session(
             &cfg.base_url,
             cfg.token.as_deref(),
@@ -116,7 +163,9 @@ impl Fleet {
             url: created.resource_url,
             token: cfg.token,
         };
-        Ok(self.add(session, socket, Some(resource))?)
+        let index = self.add(session, socket, Some(resource))?;
+        self.slots[index].tcp_recv_buffer = tcp_recv_buffer;
+        Ok(index)
     }
 
     /// Adds a session signaled elsewhere (for example by a load generator's own HTTP threads),
@@ -137,6 +186,10 @@ impl Fleet {
         self.slots.push(Slot {
             session,
             socket: Some(socket),
+            tcp: None,
+            udp_blocked: false,
+            tcp_paused: false,
+            tcp_recv_buffer: None,
             local_addr,
             scheduled: None,
             resource,
@@ -188,8 +241,12 @@ impl Fleet {
             self.ready.extend(self.events.iter().map(|e| e.token().0));
             check_due |= !self.ready.is_empty();
             for k in 0..self.ready.len() {
-                let index = self.ready[k];
-                self.read_socket(index);
+                let token = self.ready[k];
+                if token & TCP_TOKEN != 0 {
+                    self.serve_tcp(token & !TCP_TOKEN);
+                } else {
+                    self.read_socket(token);
+                }
             }
         }
     }
@@ -311,6 +368,26 @@ impl Fleet {
         Ok(r?)
     }
 
+    /// Blocks (or unblocks) UDP for the session both ways, like a firewall that starts (or
+    /// stops) dropping UDP mid-call: ICE then moves the call to another pair (TCP) if it can.
+    pub fn set_udp_blocked(&mut self, index: usize, blocked: bool) {
+        self.slots[index].udp_blocked = blocked;
+    }
+
+    /// Stops (or resumes) reading the session's TCP connection, like a client that stops
+    /// reading: the server's frames pile up on its side.
+    pub fn set_tcp_paused(&mut self, index: usize, paused: bool) {
+        self.slots[index].tcp_paused = paused;
+        if !paused {
+            self.serve_tcp(index);
+        }
+    }
+
+    /// Whether the session's TCP connection is up.
+    pub fn tcp_connected(&self, index: usize) -> bool {
+        self.slots[index].tcp.as_ref().is_some_and(|l| l.connected)
+    }
+
     /// `GET`s the server's view of the session as JSON.
     pub fn server_state(&self, index: usize) -> Result<serde_json::Value, ClientError> {
         let r = self.slots[index]
@@ -358,11 +435,12 @@ impl Fleet {
         let Some(slot) = self.slots.get_mut(index) else {
             return;
         };
-        let Some(socket) = slot.socket.as_ref() else {
-            return;
-        };
         loop {
+            let Some(socket) = slot.socket.as_ref() else {
+                return;
+            };
             match socket.recv_from(&mut self.buf) {
+                Ok(_) if slot.udp_blocked => {}
                 Ok((n, source)) => {
                     slot.session.handle_datagram(
                         Instant::now(),
@@ -370,7 +448,7 @@ impl Fleet {
                         slot.local_addr,
                         &self.buf[..n],
                     );
-                    send_all(&mut slot.session, socket);
+                    send_all(slot, &self.poll, index);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -390,11 +468,56 @@ impl Fleet {
         self.reschedule(index);
     }
 
+    /// Connects, writes and reads the session's TCP connection after an event on it.
+    fn serve_tcp(&mut self, index: usize) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        let Some(link) = slot.tcp.as_mut() else {
+            return;
+        };
+        if !link.connected && link.stream.peer_addr().is_ok() {
+            link.connected = true;
+        }
+        let mut alive = link.flush();
+        while alive && !slot.tcp_paused {
+            match link.stream.read(&mut self.buf) {
+                Ok(0) => alive = false,
+                Ok(n) => link.inbuf.extend_from_slice(&self.buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => alive = false,
+            }
+        }
+        let now = Instant::now();
+        let mut used = 0;
+        while let Some(&[hi, lo]) = link.inbuf[used..].first_chunk::<2>() {
+            let len = usize::from(u16::from_be_bytes([hi, lo]));
+            let end = used + 2 + len;
+            if link.inbuf.len() < end {
+                break;
+            }
+            slot.session
+                .handle_tcp_frame(now, link.dest, &link.inbuf[used + 2..end]);
+            used = end;
+        }
+        link.inbuf.drain(..used);
+        if !alive {
+            tracing::debug!(index, "tcp connection closed");
+            if let Some(mut l) = slot.tcp.take() {
+                let _ = self.poll.registry().deregister(&mut l.stream);
+            }
+        }
+        send_all(slot, &self.poll, index);
+        self.reschedule(index);
+    }
+
     fn flush(&mut self, index: usize) {
         let slot = &mut self.slots[index];
-        match slot.socket.as_ref() {
-            Some(socket) => send_all(&mut slot.session, socket),
-            None => while slot.session.poll_transmit().is_some() {},
+        if slot.socket.is_some() {
+            send_all(slot, &self.poll, index);
+        } else {
+            while slot.session.poll_transmit().is_some() {}
         }
     }
 
@@ -423,19 +546,91 @@ impl Fleet {
                 tracing::debug!(index, error = %e, "deregister failed");
             }
         }
+        if let Some(mut link) = self.slots[index].tcp.take() {
+            let _ = self.poll.registry().deregister(&mut link.stream);
+        }
         self.file_timer(index, None);
     }
 }
 
-/// Sends every queued datagram of `session`; a full socket buffer drops the datagram (UDP
-/// semantics) and counts it.
-fn send_all(session: &mut ClientSession, socket: &mio::net::UdpSocket) {
-    while let Some(t) = session.poll_transmit() {
-        if let Err(e) = socket.send_to(&t.contents, t.destination) {
-            session.record_send_error();
-            if e.kind() != io::ErrorKind::WouldBlock {
-                tracing::debug!(to = %t.destination, error = %e, "send failed");
+/// Sends every queued transmit of a session: UDP datagrams on its socket (a full socket buffer
+/// drops the datagram, UDP semantics, and counts it), TCP frames on its connection (opened on
+/// the first one).
+fn send_all(slot: &mut Slot, poll: &Poll, index: usize) {
+    while let Some(t) = slot.session.poll_transmit() {
+        if t.proto == Protocol::Udp {
+            if slot.udp_blocked {
+                continue;
             }
+            let Some(socket) = slot.socket.as_ref() else {
+                continue;
+            };
+            if let Err(e) = socket.send_to(&t.contents, t.destination) {
+                slot.session.record_send_error();
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    tracing::debug!(to = %t.destination, error = %e, "send failed");
+                }
+            }
+        } else if !queue_tcp(slot, poll, index, &t) {
+            slot.session.record_send_error();
         }
     }
+    if let Some(link) = slot.tcp.as_mut() {
+        if !link.flush() {
+            slot.session.record_send_error();
+        }
+    }
+}
+
+/// Frames a TCP transmit onto the session's connection, connecting first if there is none.
+fn queue_tcp(slot: &mut Slot, poll: &Poll, index: usize, t: &Transmit) -> bool {
+    if slot.tcp.is_none() {
+        let Ok(mut stream) = tcp_connect(t.destination, slot.tcp_recv_buffer) else {
+            return false;
+        };
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if poll
+            .registry()
+            .register(&mut stream, Token(TCP_TOKEN | index), interest)
+            .is_err()
+        {
+            return false;
+        }
+        let _ = stream.set_nodelay(true);
+        slot.tcp = Some(TcpLink {
+            dest: t.destination,
+            stream,
+            connected: false,
+            inbuf: Vec::new(),
+            outbuf: Vec::new(),
+        });
+    }
+    let Some(link) = slot.tcp.as_mut().filter(|l| l.dest == t.destination) else {
+        return false; // one TCP connection per session, to the first TCP destination
+    };
+    let Ok(len) = u16::try_from(t.contents.len()) else {
+        return false;
+    };
+    if link.outbuf.len() + 2 + t.contents.len() > TCP_OUT_LIMIT {
+        return false;
+    }
+    link.outbuf.extend_from_slice(&len.to_be_bytes());
+    link.outbuf.extend_from_slice(&t.contents);
+    true
+}
+
+/// Starts a non-blocking connect, with `SO_RCVBUF` set first when asked (it sizes the window).
+fn tcp_connect(to: SocketAddr, recv_buffer: Option<usize>) -> io::Result<mio::net::TcpStream> {
+    use socket2::{Domain, Protocol as SockProto, Socket, Type};
+    let socket = Socket::new(Domain::for_address(to), Type::STREAM, Some(SockProto::TCP))?;
+    if let Some(bytes) = recv_buffer {
+        socket.set_recv_buffer_size(bytes)?;
+    }
+    socket.set_nonblocking(true)?;
+    match socket.connect(&to.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(mio::net::TcpStream::from_std(socket.into()))
 }

@@ -41,6 +41,13 @@ pub struct SessionConfig {
     pub keep_arrivals: usize,
     /// How many received data-channel text messages to keep (the most recent).
     pub keep_messages: usize,
+    /// Offer a UDP host candidate (the session's UDP socket).
+    pub udp: bool,
+    /// Offer an active ICE-TCP host candidate (RFC 6544): the client connects to the server's
+    /// passive TCP candidate (a loop's listener, or a relay's) and frames with RFC 4571.
+    pub tcp: bool,
+    /// `SO_RCVBUF` of the TCP connection (set before connecting); `None`: the system's.
+    pub tcp_recv_buffer: Option<usize>,
 }
 
 impl Default for SessionConfig {
@@ -61,6 +68,9 @@ impl Default for SessionConfig {
             keep_pcm: Duration::from_secs(60),
             keep_arrivals: 3000,
             keep_messages: 1000,
+            udp: true,
+            tcp: false,
+            tcp_recv_buffer: None,
         }
     }
 }

@@ -50,8 +50,10 @@ pub struct SessionReport {
     pub ice_state: String,
     /// ICE restarts completed (answer accepted).
     pub ice_restarts: u32,
-    /// Datagrams received on the session's socket.
+    /// Datagrams received on the session's socket (or TCP connection).
     pub datagrams_received: u64,
+    /// Of `datagrams_received`, those that came as RFC 4571 frames over TCP.
+    pub tcp_frames_received: u64,
     /// Datagrams handed to the I/O layer for sending.
     pub datagrams_sent: u64,
     /// Of those, datagrams the socket refused (buffer full, network error).

@@ -12,6 +12,8 @@
 //                  inside the browser (for checking this script without a server)
 //   AUDIO=speech   generate speech with espeak-ng instead of a 440 Hz sine
 //   EXPECT_ECHO=1  also require audio back from the server (inbound totalAudioEnergy > 0)
+//   EXPECT_TRANSPORT=tcp  also require the selected candidate pair to use this protocol (udp or tcp)
+//                  on both ends; the report's selectedPair always names both candidates
 //
 // Prints ONE JSON line on stdout: {ok, packetsSent, server, deleteStatus, connectMs, error?, ...}.
 // Exit 0 on success, 1 otherwise (the reason on stderr).
@@ -204,6 +206,19 @@ async function browserSession(opts) {
     out.packetsSent = 0;
     out.packetsReceived = 0;
     out.totalAudioEnergy = 0;
+    // The selected pair is the one the transport names (the standard way); a nominated,
+    // succeeded pair stands in where a browser does not say.
+    let selectedId = null;
+    stats.forEach((r) => {
+      if (r.type === 'transport' && r.selectedCandidatePairId) selectedId = r.selectedCandidatePairId;
+    });
+    const candidate = (id) => {
+      const c = stats.get(id);
+      return c && {
+        protocol: c.protocol, candidateType: c.candidateType, tcpType: c.tcpType ?? null,
+        address: c.address ?? c.ip ?? null, port: c.port,
+      };
+    };
     stats.forEach((r) => {
       const kind = r.kind || r.mediaType;
       if (r.type === 'outbound-rtp' && kind === 'audio') out.packetsSent += r.packetsSent || 0;
@@ -211,8 +226,13 @@ async function browserSession(opts) {
         out.packetsReceived += r.packetsReceived || 0;
         out.totalAudioEnergy += r.totalAudioEnergy || 0;
       }
-      if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded') {
-        out.selectedPair = { rtt: r.currentRoundTripTime, bytesSent: r.bytesSent, bytesReceived: r.bytesReceived };
+      const selected = selectedId ? r.id === selectedId : r.nominated && r.state === 'succeeded';
+      if (r.type === 'candidate-pair' && selected) {
+        out.selectedPair = {
+          rtt: r.currentRoundTripTime, bytesSent: r.bytesSent, bytesReceived: r.bytesReceived,
+          nominated: r.nominated, state: r.state,
+          local: candidate(r.localCandidateId), remote: candidate(r.remoteCandidateId),
+        };
       }
     });
     out.connectionState = pc.connectionState;
@@ -239,6 +259,12 @@ async function browserSession(opts) {
     if (out.deleteStatus !== 204) problems.push(`DELETE status ${out.deleteStatus} (expected 204)`);
     if (opts.expectEcho && !(out.totalAudioEnergy > 0)) {
       problems.push(`inbound totalAudioEnergy=${out.totalAudioEnergy} (expected audio back)`);
+    }
+    if (opts.expectTransport) {
+      const p = out.selectedPair;
+      if (!p || p.local?.protocol !== opts.expectTransport || p.remote?.protocol !== opts.expectTransport) {
+        problems.push(`selected pair ${JSON.stringify(p)} (expected ${opts.expectTransport} on both ends)`);
+      }
     }
     out.ok = problems.length === 0;
     if (!out.ok) out.error = problems.join('; ');
@@ -321,6 +347,7 @@ async function main() {
     token: process.env.TOKEN || '',
     holdMs,
     expectEcho: process.env.EXPECT_ECHO === '1',
+    expectTransport: process.env.EXPECT_TRANSPORT || '',
     expectStatus,
     connectTimeoutMs: CONNECT_TIMEOUT_MS,
     iceGatherTimeoutMs: ICE_GATHER_TIMEOUT_MS,

@@ -88,6 +88,8 @@ fn run(config: Config) -> anyhow::Result<()> {
             ended: ended_tx.clone(),
             relays: config.relays.clone(),
             max_taps: config.max_taps,
+            tcp_bind: config.loop_tcp_listen(index, bind),
+            tcp_limits: config.tcp_limits(),
         })
         .with_context(|| format!("binding media loop {index} on {bind}"))?;
         handles.push(handle);
@@ -104,6 +106,7 @@ fn run(config: Config) -> anyhow::Result<()> {
             cluster_id: config.cluster_id,
             internal_ip,
             advertise: config.advertise.clone(),
+            advertise_tcp: config.advertise_tcp(),
             connect_timeout: config.connect_timeout(),
             max_sessions: config.max_sessions,
             encoder: EncoderSettings {

@@ -149,6 +149,75 @@ impl HandoffHistogram {
     }
 }
 
+/// Why a media loop closed one of its direct ICE-TCP connections (or refused it at accept);
+/// the `reason` label of `voxgate_tcp_closed_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpCloseReason {
+    /// A first frame that is not a STUN binding request with a USERNAME, or an empty frame.
+    Garbage,
+    /// A first frame naming no session of this loop.
+    UnknownUfrag,
+    /// A first binding request that str0m did not answer (bad integrity, or address held).
+    Unauthenticated,
+    /// A length prefix above the frame limit.
+    Oversize,
+    FirstFrameTimeout,
+    IdleTimeout,
+    /// Refused at accept: the client IP (IPv6 /64) has its share of connections.
+    PerIpCap,
+    /// Refused at accept: the loop has its share of connections.
+    GlobalCap,
+    PeerClosed,
+    IoError,
+}
+
+impl TcpCloseReason {
+    pub const ALL: [TcpCloseReason; 10] = [
+        TcpCloseReason::Garbage,
+        TcpCloseReason::UnknownUfrag,
+        TcpCloseReason::Unauthenticated,
+        TcpCloseReason::Oversize,
+        TcpCloseReason::FirstFrameTimeout,
+        TcpCloseReason::IdleTimeout,
+        TcpCloseReason::PerIpCap,
+        TcpCloseReason::GlobalCap,
+        TcpCloseReason::PeerClosed,
+        TcpCloseReason::IoError,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TcpCloseReason::Garbage => "garbage",
+            TcpCloseReason::UnknownUfrag => "unknown_ufrag",
+            TcpCloseReason::Unauthenticated => "unauthenticated",
+            TcpCloseReason::Oversize => "oversize",
+            TcpCloseReason::FirstFrameTimeout => "first_frame_timeout",
+            TcpCloseReason::IdleTimeout => "idle_timeout",
+            TcpCloseReason::PerIpCap => "per_ip_cap",
+            TcpCloseReason::GlobalCap => "global_cap",
+            TcpCloseReason::PeerClosed => "peer_closed",
+            TcpCloseReason::IoError => "io_error",
+        }
+    }
+}
+
+/// A loop's direct ICE-TCP counts, plain integers published with the rest.
+#[derive(Debug, Default, Clone)]
+pub struct TcpCounters {
+    pub accepted: u64,
+    pub closed: [u64; TcpCloseReason::ALL.len()],
+    pub frames_in: u64,
+    pub frames_out: u64,
+    /// Frames dropped from full per-connection write queues (a client that stops reading).
+    pub write_dropped: u64,
+}
+
+impl TcpCounters {
+    pub fn close(&mut self, reason: TcpCloseReason) {
+        self.closed[reason as usize] += 1;
+    }
+}
+
 /// Why a media loop dropped a datagram without handing it to a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
@@ -248,6 +317,12 @@ pub struct Metrics {
     bridge_refused: Family<LoopReasonLabel, Counter>,
     unrouted: Family<LoopLabel, Counter>,
     handoff: Family<LoopLabel, BulkHistogram>,
+    tcp_accepted: Family<LoopLabel, Counter>,
+    tcp_closed: Family<LoopReasonLabel, Counter>,
+    tcp_frames_in: Family<LoopLabel, Counter>,
+    tcp_frames_out: Family<LoopLabel, Counter>,
+    tcp_write_dropped: Family<LoopLabel, Counter>,
+    tcp_connections: Family<LoopLabel, Gauge>,
     backend_workers: Gauge,
     dispatch_queued: Gauge,
     dispatches: Counter,
@@ -290,6 +365,12 @@ impl Metrics {
             bridge_refused: Family::default(),
             unrouted: Family::default(),
             handoff: Family::default(),
+            tcp_accepted: Family::default(),
+            tcp_closed: Family::default(),
+            tcp_frames_in: Family::default(),
+            tcp_frames_out: Family::default(),
+            tcp_write_dropped: Family::default(),
+            tcp_connections: Family::default(),
             backend_workers: Gauge::default(),
             dispatch_queued: Gauge::default(),
             sessions_reserved: Gauge::default(),
@@ -303,6 +384,7 @@ impl Metrics {
         m.register_bridge_metrics(&mut registry);
         m.register_dispatch_metrics(&mut registry);
         m.register_hardening_metrics(&mut registry);
+        m.register_tcp_metrics(&mut registry);
         Metrics { registry, ..m }
     }
 
@@ -448,6 +530,40 @@ impl Metrics {
         );
     }
 
+    /// Direct ICE-TCP connections of the media loops.
+    fn register_tcp_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "tcp_accepted",
+            "ICE-TCP connections a media loop accepted",
+            self.tcp_accepted.clone(),
+        );
+        registry.register(
+            "tcp_closed",
+            "ICE-TCP connections a media loop closed or refused, by reason",
+            self.tcp_closed.clone(),
+        );
+        registry.register(
+            "tcp_frames_in",
+            "RFC 4571 frames received on a media loop's ICE-TCP connections",
+            self.tcp_frames_in.clone(),
+        );
+        registry.register(
+            "tcp_frames_out",
+            "RFC 4571 frames queued or written on a media loop's ICE-TCP connections",
+            self.tcp_frames_out.clone(),
+        );
+        registry.register(
+            "tcp_write_dropped",
+            "Frames dropped from full ICE-TCP write queues (a client that stops reading)",
+            self.tcp_write_dropped.clone(),
+        );
+        registry.register(
+            "tcp_connections",
+            "ICE-TCP connections open on a media loop",
+            self.tcp_connections.clone(),
+        );
+    }
+
     /// Admission slots, refused requests and stalled backends.
     fn register_hardening_metrics(&self, registry: &mut Registry) {
         registry.register(
@@ -527,6 +643,12 @@ impl Metrics {
             downlink_frames: self.downlink_frames.get_or_create(&l).clone(),
             tap_dropped: self.tap_dropped.get_or_create(&l).clone(),
             handoff: self.handoff.get_or_create(&l).clone(),
+            tcp_closed: TcpCloseReason::ALL.map(|r| with_reason(&self.tcp_closed, r.as_str())),
+            tcp_accepted: self.tcp_accepted.get_or_create(&l).clone(),
+            tcp_frames_in: self.tcp_frames_in.get_or_create(&l).clone(),
+            tcp_frames_out: self.tcp_frames_out.get_or_create(&l).clone(),
+            tcp_write_dropped: self.tcp_write_dropped.get_or_create(&l).clone(),
+            tcp_connections: self.tcp_connections.get_or_create(&l).clone(),
         }
     }
 
@@ -606,6 +728,14 @@ impl LoopCounters {
     }
 }
 
+/// Adds a pending count to its counter and zeroes it.
+fn flush(c: &Counter, v: &mut u64) {
+    if *v != 0 {
+        c.inc_by(*v);
+        *v = 0;
+    }
+}
+
 /// One media loop's metric handles.
 pub struct LoopMetrics {
     datagrams_in: Counter,
@@ -628,6 +758,12 @@ pub struct LoopMetrics {
     taps_refused: Counter,
     unrouted: Counter,
     handoff: BulkHistogram,
+    tcp_accepted: Counter,
+    tcp_closed: [Counter; TcpCloseReason::ALL.len()],
+    tcp_frames_in: Counter,
+    tcp_frames_out: Counter,
+    tcp_write_dropped: Counter,
+    tcp_connections: Gauge,
 }
 
 impl LoopMetrics {
@@ -638,12 +774,6 @@ impl LoopMetrics {
 
     /// Adds the pending counts to the shared metrics and zeroes them.
     pub fn publish(&self, pending: &mut LoopCounters, sessions_active: usize) {
-        fn flush(c: &Counter, v: &mut u64) {
-            if *v != 0 {
-                c.inc_by(*v);
-                *v = 0;
-            }
-        }
         flush(&self.datagrams_in, &mut pending.datagrams_in);
         flush(&self.bytes_in, &mut pending.bytes_in);
         flush(&self.datagrams_out, &mut pending.datagrams_out);
@@ -668,6 +798,18 @@ impl LoopMetrics {
         self.handoff.add(&pending.handoff);
         pending.handoff = HandoffHistogram::default();
         self.sessions_active.set(sessions_active as i64);
+    }
+
+    /// Adds a loop's pending ICE-TCP counts and zeroes them; sets the open-connection gauge.
+    pub fn publish_tcp(&self, t: &mut TcpCounters, open: usize) {
+        flush(&self.tcp_accepted, &mut t.accepted);
+        for (c, v) in self.tcp_closed.iter().zip(t.closed.iter_mut()) {
+            flush(c, v);
+        }
+        flush(&self.tcp_frames_in, &mut t.frames_in);
+        flush(&self.tcp_frames_out, &mut t.frames_out);
+        flush(&self.tcp_write_dropped, &mut t.write_dropped);
+        self.tcp_connections.set(open as i64);
     }
 }
 

@@ -11,29 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::backend::TestWorker;
-use support::{binding_request, http_get, metric_sum, ServerProcess};
+use support::{
+    binding_request, drive_fleet_until, metric_sum, metrics, snapshot, wait_metric, ServerProcess,
+};
 use voxgate_proto::bridge::AudioMode;
 use voxgate_proto::relay_header::{Direction, RelayHeader, MAX_HEADER_LEN};
 use voxgate_testkit::client_session::ClientSession;
 use voxgate_testkit::{Fleet, SessionConfig};
-
-fn metrics(server: &ServerProcess) -> String {
-    let r = http_get(&server.url("/metrics"), None);
-    assert_eq!(r.status, 200);
-    r.body
-}
-
-/// Polls `/metrics` until the sum of `name{labels}` reaches `want` (10 s at most).
-fn wait_metric(server: &ServerProcess, name: &str, labels: &[&str], want: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let v = metric_sum(&metrics(server), name, labels);
-        if v >= want || Instant::now() > deadline {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn client(server: &ServerProcess) -> SessionConfig {
     SessionConfig {
@@ -54,18 +38,6 @@ fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
         .collect()
 }
 
-/// Drives the fleet until `pred` holds (checked every 50 ms).
-fn drive_until(fleet: &mut Fleet, limit: Duration, mut pred: impl FnMut(&Fleet) -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        fleet.run_for(Duration::from_millis(50));
-        if pred(fleet) {
-            return true;
-        }
-    }
-    false
-}
-
 /// A direct caller on a one-loop transceiver, owned by a backend that plays it a long tone.
 struct Call {
     server: ServerProcess,
@@ -79,9 +51,11 @@ fn connected_call(server: &ServerProcess, mode: AudioMode) -> (TestWorker, Fleet
     let worker = TestWorker::start_with_mode(&server.grpc_url, "w1", 8, 48_000, mode);
     let mut fleet = Fleet::new().unwrap();
     let i = fleet.open(client(server)).unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(15), |f| {
-        f.all_connected() && worker.attached().len() == 1
-    }));
+    assert!(drive_fleet_until(
+        &mut fleet,
+        Duration::from_secs(15),
+        |f| { f.all_connected() && worker.attached().len() == 1 }
+    ));
     let id = fleet.report(i).session_id;
     (worker, fleet, id)
 }
@@ -123,12 +97,6 @@ fn received_within(sock: &UdpSocket, window: Duration) -> usize {
         }
     }
     n
-}
-
-fn snapshot(server: &ServerProcess, id: &str) -> serde_json::Value {
-    let r = http_get(&server.url(&format!("/v1/sessions/{id}")), None);
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.json()
 }
 
 #[test]
@@ -479,7 +447,7 @@ fn passthrough_downlink_is_bounded_at_30s_and_oversize_packets_are_dropped() {
             }
         });
         // The queue fills to its bound, then the backend is held back by flow control.
-        let full = drive_until(&mut fleet, Duration::from_secs(20), |_| {
+        let full = drive_fleet_until(&mut fleet, Duration::from_secs(20), |_| {
             metric_sum(
                 &metrics(&server),
                 "voxgate_bridge_downlink_full_ticks_total",

@@ -68,6 +68,7 @@ pub fn session_config(cfg: &LoadConfig, index: usize) -> SessionConfig {
         keep_pcm: Duration::ZERO,
         keep_arrivals: 0,
         keep_messages: 0,
+        ..SessionConfig::default()
     }
 }
 

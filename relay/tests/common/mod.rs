@@ -2,6 +2,9 @@
 //! `redis-server`, hand-built STUN checks carrying real hints, and /metrics scraping.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod netns;
+pub mod stack;
+
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
@@ -111,12 +114,18 @@ pub fn free_tcp_port() -> u16 {
         .port()
 }
 
-/// A base port with `n` consecutive free UDP ports on 127.0.0.1.
+/// A base port with `n` consecutive ports on 127.0.0.1 free for UDP and for TCP (a transceiver's
+/// media loop binds both on its port; the range overlaps the ephemeral ports of every outgoing
+/// TCP connection on this shared machine).
 pub fn free_udp_range(n: u16) -> u16 {
     for _ in 0..200 {
         let base = 20_000 + rand::random::<u16>() % 30_000;
         let held: Vec<_> = (0..n)
-            .map_while(|i| UdpSocket::bind(("127.0.0.1", base + i)).ok())
+            .map_while(|i| {
+                let udp = UdpSocket::bind(("127.0.0.1", base + i)).ok()?;
+                let tcp = TcpListener::bind(("127.0.0.1", base + i)).ok()?;
+                Some((udp, tcp))
+            })
             .collect();
         if held.len() == usize::from(n) {
             return base;

@@ -209,6 +209,67 @@ pub struct Config {
     /// Seconds a signaling request has to deliver its whole body (408 after that).
     #[arg(long, env = "VOXGATE_BODY_TIMEOUT_SECS", default_value_t = 10)]
     pub body_timeout_secs: u64,
+
+    // ---- ICE over TCP (issue 13) ----
+    /// Each media loop's own ICE-TCP listener (passive candidates, RFC 4571 framing) for
+    /// clients whose networks block UDP: `same` (the loop's UDP IP:port), `off`, or an
+    /// IP:PORT for loop 0 (loop i binds PORT+i).
+    #[arg(long, env = "VOXGATE_TCP_LISTEN", default_value = "same", value_parser = parse_tcp_listen)]
+    pub tcp_listen: TcpListen,
+
+    /// Addresses put in the answer's passive TCP candidates, comma separated, used as-is for
+    /// every loop (a relay's public TCP address). Default: the --advertise addresses, or each
+    /// loop's own TCP listener when --advertise is not set.
+    #[arg(long, env = "VOXGATE_ADVERTISE_TCP", value_delimiter = ',')]
+    pub advertise_tcp: Vec<SocketAddr>,
+
+    /// Advertise no TCP candidates at all (the loops' listeners still run unless
+    /// --tcp-listen off).
+    #[arg(long, env = "VOXGATE_NO_ADVERTISE_TCP", default_value_t = false)]
+    pub no_advertise_tcp: bool,
+
+    /// ICE-TCP connections open at once on one media loop; more are closed at accept.
+    #[arg(long, env = "VOXGATE_TCP_MAX_CONNS", default_value_t = 4096)]
+    pub tcp_max_conns: usize,
+
+    /// ICE-TCP connections open at once from one client IP (an IPv6 /64) on one media loop.
+    #[arg(long, env = "VOXGATE_TCP_MAX_CONNS_PER_IP", default_value_t = 16)]
+    pub tcp_max_conns_per_ip: usize,
+
+    /// Seconds a new ICE-TCP connection has to deliver its first frame (an authenticated STUN
+    /// binding request) before it is closed.
+    #[arg(
+        long,
+        env = "VOXGATE_TCP_FIRST_FRAME_TIMEOUT_SECS",
+        default_value_t = 5
+    )]
+    pub tcp_first_frame_timeout_secs: u64,
+
+    /// Seconds an ICE-TCP connection may go without a frame before it is closed (above the
+    /// 5 s ICE consent interval).
+    #[arg(long, env = "VOXGATE_TCP_IDLE_TIMEOUT_SECS", default_value_t = 30)]
+    pub tcp_idle_timeout_secs: u64,
+}
+
+/// Where the media loops' own ICE-TCP listeners bind (`--tcp-listen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpListen {
+    /// The same IP:port as each loop's UDP socket.
+    Same,
+    Off,
+    /// Loop 0's address; loop i binds PORT+i.
+    At(SocketAddr),
+}
+
+fn parse_tcp_listen(s: &str) -> Result<TcpListen, String> {
+    match s {
+        "same" => Ok(TcpListen::Same),
+        "off" => Ok(TcpListen::Off),
+        _ => s
+            .parse()
+            .map(TcpListen::At)
+            .map_err(|_| format!("{s:?} is not `same`, `off` or an IP:PORT")),
+    }
 }
 
 /// A CIDR, or a bare IP for just that address.
@@ -300,6 +361,46 @@ impl Config {
             addr.set_port(addr.port() + i as u16);
         }
         addr
+    }
+
+    /// Where media loop `i`'s ICE-TCP listener binds, given the address its UDP socket got.
+    pub fn loop_tcp_listen(&self, i: usize, udp: SocketAddr) -> Option<SocketAddr> {
+        match self.tcp_listen {
+            TcpListen::Off => None,
+            TcpListen::Same => Some(udp),
+            TcpListen::At(mut addr) => {
+                if addr.port() != 0 {
+                    addr.set_port(addr.port() + i as u16);
+                }
+                Some(addr)
+            }
+        }
+    }
+
+    /// Limits of the loops' ICE-TCP listeners.
+    pub fn tcp_limits(&self) -> crate::media::tcp_server::TcpLimits {
+        crate::media::tcp_server::TcpLimits {
+            max_conns: self.tcp_max_conns,
+            max_conns_per_ip: self.tcp_max_conns_per_ip,
+            first_frame_timeout: Duration::from_secs(self.tcp_first_frame_timeout_secs),
+            idle_timeout: Duration::from_secs(self.tcp_idle_timeout_secs),
+            ..Default::default()
+        }
+    }
+
+    /// The TCP candidates for every loop when they do not depend on the loop: explicit
+    /// `--advertise-tcp`, else the `--advertise` addresses (a relay's TCP listener defaults to
+    /// its UDP IP:port). `None`: each loop's own listener.
+    pub fn advertise_tcp(&self) -> Option<Vec<SocketAddr>> {
+        if self.no_advertise_tcp {
+            Some(Vec::new())
+        } else if !self.advertise_tcp.is_empty() {
+            Some(self.advertise_tcp.clone())
+        } else if !self.advertise.is_empty() {
+            Some(self.advertise.clone())
+        } else {
+            None
+        }
     }
 
     /// The IP written into routing hints.

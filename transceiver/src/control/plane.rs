@@ -22,7 +22,7 @@ use crate::control::registry::{Refusal, Registry};
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints};
 use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle, SessionEnded};
 use crate::media::session::{
-    EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
+    Candidates, EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
 };
 use crate::metrics::Metrics;
 
@@ -83,6 +83,8 @@ pub struct ControlPlaneConfig {
     pub internal_ip: std::net::IpAddr,
     /// Candidates for every loop; empty = each loop's own socket address.
     pub advertise: Vec<SocketAddr>,
+    /// TCP candidates for every loop; `None` = each loop's own TCP listener (if any).
+    pub advertise_tcp: Option<Vec<SocketAddr>>,
     pub connect_timeout: Duration,
     pub max_sessions: usize,
     pub encoder: EncoderSettings,
@@ -180,11 +182,18 @@ impl ControlPlane {
         self.draining.store(true, Ordering::Relaxed);
     }
 
-    fn candidates_for(&self, loop_index: usize) -> Vec<SocketAddr> {
-        if self.config.advertise.is_empty() {
-            vec![self.loops[loop_index].local_addr]
-        } else {
-            self.config.advertise.clone()
+    fn candidates_for(&self, loop_index: usize) -> Candidates {
+        let own = &self.loops[loop_index];
+        Candidates {
+            udp: if self.config.advertise.is_empty() {
+                vec![own.local_addr]
+            } else {
+                self.config.advertise.clone()
+            },
+            tcp: match &self.config.advertise_tcp {
+                Some(tcp) => tcp.clone(),
+                None => own.tcp_addr.into_iter().collect(),
+            },
         }
     }
 

@@ -18,6 +18,24 @@ use std::time::{Duration, Instant};
 /// Index of a session in its loop's slab.
 pub type SessionKey = usize;
 
+/// A client as the demux knows it: its address and whether it talks over TCP (a UDP and a TCP
+/// client may have the same IP:port; they are different peers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerKey {
+    pub addr: SocketAddr,
+    pub tcp: bool,
+}
+
+impl PeerKey {
+    pub fn udp(addr: SocketAddr) -> Self {
+        PeerKey { addr, tcp: false }
+    }
+
+    pub fn tcp(addr: SocketAddr) -> Self {
+        PeerKey { addr, tcp: true }
+    }
+}
+
 /// How long an authenticated check keeps an address with its session. RFC 7675 ends consent
 /// 30 s after the last authenticated check; str0m's ICE-lite agent gives a pair up after 15 s
 /// without one, so a session that has not checked from an address for 30 s no longer uses it.
@@ -43,7 +61,7 @@ pub enum Claim {
 #[derive(Debug, Default)]
 pub struct Demux {
     by_ufrag: HashMap<Box<[u8]>, SessionKey>,
-    by_addr: HashMap<SocketAddr, Holder>,
+    by_addr: HashMap<PeerKey, Holder>,
 }
 
 impl Demux {
@@ -61,7 +79,7 @@ impl Demux {
 
     /// Whether `key` may take `addr` at `now` (without taking it): the address is free, already
     /// `key`'s, or its holder's consent window has run out.
-    pub fn may_claim(&self, now: Instant, addr: &SocketAddr, key: SessionKey) -> Claim {
+    pub fn may_claim(&self, now: Instant, addr: &PeerKey, key: SessionKey) -> Claim {
         match self.by_addr.get(addr) {
             None => Claim::Granted { from: None },
             Some(h) if h.key == key => Claim::Granted { from: None },
@@ -74,7 +92,7 @@ impl Demux {
 
     /// Records an authenticated check by `key` from `addr`: maps the address to `key` (or
     /// refreshes its window), unless another session holds it (see [`Demux::may_claim`]).
-    pub fn claim_addr(&mut self, now: Instant, addr: SocketAddr, key: SessionKey) -> Claim {
+    pub fn claim_addr(&mut self, now: Instant, addr: PeerKey, key: SessionKey) -> Claim {
         let claim = self.may_claim(now, &addr, key);
         if let Claim::Granted { .. } = claim {
             self.by_addr.insert(
@@ -89,13 +107,13 @@ impl Demux {
     }
 
     /// Unmaps `addr` only if it still points at `key` (another session may have taken it).
-    pub fn remove_addr(&mut self, addr: SocketAddr, key: SessionKey) {
+    pub fn remove_addr(&mut self, addr: PeerKey, key: SessionKey) {
         if self.by_addr(&addr) == Some(key) {
             self.by_addr.remove(&addr);
         }
     }
 
-    pub fn by_addr(&self, addr: &SocketAddr) -> Option<SessionKey> {
+    pub fn by_addr(&self, addr: &PeerKey) -> Option<SessionKey> {
         self.by_addr.get(addr).map(|h| h.key)
     }
 
@@ -112,8 +130,22 @@ impl Demux {
 mod tests {
     use super::*;
 
-    fn addr(p: u16) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], p))
+    fn addr(p: u16) -> PeerKey {
+        PeerKey::udp(SocketAddr::from(([127, 0, 0, 1], p)))
+    }
+
+    #[test]
+    fn a_tcp_peer_and_a_udp_peer_on_the_same_address_are_different_clients() {
+        let t0 = Instant::now();
+        let mut d = Demux::default();
+        let a = SocketAddr::from(([127, 0, 0, 1], 5000));
+        d.claim_addr(t0, PeerKey::udp(a), 1);
+        assert_eq!(
+            d.claim_addr(t0, PeerKey::tcp(a), 2),
+            Claim::Granted { from: None }
+        );
+        assert_eq!(d.by_addr(&PeerKey::udp(a)), Some(1));
+        assert_eq!(d.by_addr(&PeerKey::tcp(a)), Some(2));
     }
 
     #[test]

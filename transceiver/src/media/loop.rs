@@ -7,6 +7,12 @@
 //! Nothing here blocks: commands arrive on a bounded channel plus a `mio::Waker`, and events
 //! leave through `try_send`.
 //!
+//! ICE over TCP arrives two ways and meets the same demux: relay-framed datagrams whose header
+//! says TCP (the relay keeps the client's connection; replies echo its connection id), and,
+//! in direct mode, the loop's own listener ([`crate::media::tcp_server`]), whose RFC 4571
+//! frames are handled like datagrams once a connection's first frame passed an authenticated
+//! check. str0m sees `Protocol::Tcp` for both.
+//!
 //! Relay-framed datagrams are accepted only from `--relays` networks. A session's client
 //! addresses and their reply paths change only when str0m answers an authenticated check on
 //! that path, and an address stays with the session that holds it within its consent window
@@ -26,7 +32,9 @@ use slab::Slab;
 use str0m::change::SdpOffer;
 use str0m::net::Transmit;
 use tokio::sync::{mpsc, oneshot};
-use voxgate_proto::relay_header::{is_relay_framed, Direction, RelayHeader, MAX_HEADER_LEN};
+use voxgate_proto::relay_header::{
+    is_relay_framed, Direction, RelayHeader, Transport, MAX_HEADER_LEN,
+};
 use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 
 use voxgate_proto::bridge::Uplink;
@@ -40,11 +48,15 @@ use crate::media::session::{
     is_binding_success, ClientPath, EndReason, OwnerLoss, Route, Session, SessionError, SessionId,
     SessionSnapshot,
 };
+use crate::media::tcp_server::{ConnState, Frame, TcpLimits, TcpServer};
 use crate::media::timers::Timers;
-use crate::metrics::{DropReason, LoopCounters, LoopMetrics};
+use crate::metrics::{DropReason, LoopCounters, LoopMetrics, TcpCloseReason};
 
 const SOCKET: Token = Token(0);
 const WAKER: Token = Token(1);
+const TCP_LISTENER: Token = Token(2);
+/// Direct TCP connection `k` polls under `Token(TCP_CONN_BASE + k)`.
+const TCP_CONN_BASE: usize = 3;
 /// Larger than any WebRTC datagram; a datagram that fills it was truncated.
 const RECV_BUF: usize = 2048;
 const COMMAND_QUEUE: usize = 1024;
@@ -144,6 +156,8 @@ pub struct LoopBusy(pub usize);
 pub struct LoopHandle {
     pub index: usize,
     pub local_addr: SocketAddr,
+    /// The loop's ICE-TCP listener (direct mode), if it has one.
+    pub tcp_addr: Option<SocketAddr>,
     tx: SyncSender<Command>,
     waker: Arc<Waker>,
     busy: SharedBusy,
@@ -180,6 +194,9 @@ pub struct LoopSpec {
     pub relays: Vec<ipnet::IpNet>,
     /// Most taps a session may have (`--max-taps`).
     pub max_taps: usize,
+    /// Where the loop's own ICE-TCP listener binds (`None`: no listener), and its limits.
+    pub tcp_bind: Option<SocketAddr>,
+    pub tcp_limits: TcpLimits,
 }
 
 /// Binds the loop's socket (so errors surface to the caller) and starts its thread.
@@ -191,6 +208,22 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
     poll.registry()
         .register(&mut socket, SOCKET, Interest::READABLE)?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    // `same` as an ephemeral UDP port means the port the UDP socket got.
+    let tcp_bind = spec
+        .tcp_bind
+        .map(|a| if a == spec.bind { local_addr } else { a });
+    let tcp = match tcp_bind {
+        Some(addr) => Some(TcpServer::bind(
+            addr,
+            spec.tcp_limits,
+            poll.registry(),
+            TCP_LISTENER,
+            TCP_CONN_BASE,
+        )?),
+        None => None,
+    };
+    let tcp_addr = tcp.as_ref().map(TcpServer::local_addr);
+    let tcp_frame = vec![0; spec.tcp_limits.max_frame];
     let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
     let index = spec.index;
     let core = spec.core;
@@ -229,8 +262,11 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 budget: ReceiveBudget::new(RECV_BATCHES_PER_WAKEUP),
                 relays,
                 max_taps,
+                tcp,
+                tcp_ready: Vec::with_capacity(64),
+                tcp_frame,
             };
-            tracing::info!(loop_index = index, %local_addr, "media loop started");
+            tracing::info!(loop_index = index, %local_addr, tcp = ?tcp_addr, "media loop started");
             media_loop.run();
             tracing::info!(loop_index = index, "media loop stopped");
         })?;
@@ -238,6 +274,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
         LoopHandle {
             index,
             local_addr,
+            tcp_addr,
             tx,
             waker,
             busy,
@@ -280,6 +317,12 @@ struct MediaLoop {
     budget: ReceiveBudget,
     relays: Vec<ipnet::IpNet>,
     max_taps: usize,
+    /// The loop's own ICE-TCP listener and connections (direct mode).
+    tcp: Option<TcpServer>,
+    /// Connections with events this wakeup (reused, never shrinks).
+    tcp_ready: Vec<usize>,
+    /// The frame being handled, copied out of its connection's buffer.
+    tcp_frame: Vec<u8>,
 }
 
 impl MediaLoop {
@@ -289,10 +332,16 @@ impl MediaLoop {
         loop {
             // Wake at least once per busy window so an idle loop's ratio falls to zero; at once
             // when the last pass left datagrams in the socket (no new edge announces them).
-            let timeout = if self.budget.pending() {
+            let tcp_pending = self.tcp.as_ref().is_some_and(TcpServer::has_pending);
+            let timeout = if self.budget.pending() || tcp_pending {
                 Duration::ZERO
             } else {
-                self.timers.next_deadline().map_or(busy_meter::WINDOW, |d| {
+                let tcp_due = self.tcp.as_ref().and_then(TcpServer::next_deadline);
+                let next = match (self.timers.next_deadline(), tcp_due) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                next.map_or(busy_meter::WINDOW, |d| {
                     d.saturating_duration_since(Instant::now())
                         .min(busy_meter::WINDOW)
                 })
@@ -310,6 +359,9 @@ impl MediaLoop {
             if readable || self.budget.pending() {
                 self.read_socket(RECV_BATCHES_PER_WAKEUP);
             }
+            if self.tcp.is_some() {
+                self.serve_tcp(&events);
+            }
             if !self.run_commands() && shutdown_by.is_none() {
                 // End every session, then keep running briefly so their goodbyes (data
                 // channel message, DTLS close_notify) actually go out.
@@ -320,6 +372,10 @@ impl MediaLoop {
             self.flush_sends();
             if let Some(ratio) = self.busy.worked(woke, Instant::now()) {
                 self.metrics.set_busy(ratio);
+            }
+            if let Some(tcp) = &mut self.tcp {
+                let open = tcp.open_count();
+                self.metrics.publish_tcp(&mut tcp.counters, open);
             }
             self.metrics
                 .publish(&mut self.counters, self.sessions.len());
@@ -396,6 +452,7 @@ impl MediaLoop {
                     ClientPath {
                         addr: h.client,
                         via: Some(from),
+                        transport: h.transport,
                     },
                     payload,
                 ),
@@ -405,36 +462,43 @@ impl MediaLoop {
                 }
             }
         } else {
-            (
-                ClientPath {
-                    addr: from,
-                    via: None,
-                },
-                bytes,
-            )
+            (ClientPath::direct_udp(from), bytes)
         };
-        let source = path.addr;
+        self.on_payload(now, path, bytes);
+    }
+
+    /// Routes one client datagram (or TCP frame) arriving on `path` to its session: a binding
+    /// request by its server ufrag, anything else by the authenticated client.
+    fn on_payload(&mut self, now: Instant, path: ClientPath, bytes: &[u8]) {
+        let source = path.peer();
         if looks_like_stun(bytes) {
             match server_ufrag(bytes) {
                 Ok(ufrag) => match self.demux.by_ufrag(ufrag) {
-                    Some(key) => self.deliver(now, key, path, bytes, true),
+                    Some(key) => {
+                        self.deliver(now, key, path, bytes, true);
+                    }
                     None => self.counters.drop(DropReason::StunUnknownUfrag),
                 },
                 // Not a binding request with a USERNAME: only an authenticated peer may
                 // send other STUN (e.g. indications) to its session.
                 Err(_) => match self.demux.by_addr(&source) {
-                    Some(key) => self.deliver(now, key, path, bytes, false),
+                    Some(key) => {
+                        self.deliver(now, key, path, bytes, false);
+                    }
                     None => self.counters.drop(DropReason::StunMalformed),
                 },
             }
             return;
         }
         match self.demux.by_addr(&source) {
-            Some(key) => self.deliver(now, key, path, bytes, false),
+            Some(key) => {
+                self.deliver(now, key, path, bytes, false);
+            }
             None => self.counters.drop(DropReason::UnknownSource),
         }
     }
 
+    /// Hands a datagram to session `key`; returns whether it was a check str0m answered.
     fn deliver(
         &mut self,
         now: Instant,
@@ -442,29 +506,127 @@ impl MediaLoop {
         path: ClientPath,
         bytes: &[u8],
         binding_request: bool,
-    ) {
+    ) -> bool {
         let Some(session) = self.sessions.get_mut(key) else {
-            return;
+            return false;
         };
         if !session.handle_datagram(now, path, bytes, binding_request) {
             self.counters.drop(DropReason::Rejected);
         }
         let probe = binding_request.then_some(path);
-        if self.drive(now, key, probe) {
+        let answered = self.drive(now, key, probe);
+        if answered {
             // str0m answered the check with a success response: the request carried valid
             // MESSAGE-INTEGRITY for this session, so its path may now route to it.
             self.authenticate_path(now, key, path);
         }
+        answered
+    }
+
+    /// Accepts, reads and writes the loop's own TCP connections for this wakeup's events.
+    fn serve_tcp(&mut self, events: &Events) {
+        let Some(tcp) = self.tcp.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        let registry = self.poll.registry();
+        let mut ready = std::mem::take(&mut self.tcp_ready);
+        ready.clear();
+        let mut accept = tcp.has_pending();
+        for e in events.iter() {
+            if e.token() == TCP_LISTENER {
+                accept = true;
+            } else if let Some(k) = tcp.conn_of(e.token()) {
+                if e.is_writable() {
+                    tcp.on_writable(k);
+                }
+                if e.is_readable() || e.is_read_closed() || e.is_error() {
+                    tcp.begin_turn(k);
+                    ready.push(k);
+                }
+            }
+        }
+        tcp.take_pending(&mut ready);
+        if accept {
+            tcp.accept(now, registry);
+        }
+        for &k in &ready {
+            self.read_tcp(now, k);
+        }
+        self.tcp_ready = ready;
+        self.flush_sends();
+        if let Some(tcp) = self.tcp.as_mut() {
+            tcp.maintain(Instant::now(), self.poll.registry());
+        }
+    }
+
+    /// Handles the frames connection `key` has (up to its turn's budget).
+    fn read_tcp(&mut self, now: Instant, key: usize) {
+        let mut frame = std::mem::take(&mut self.tcp_frame);
+        while let Some(tcp) = self.tcp.as_mut() {
+            let Frame::Ready { len } = tcp.next_frame(now, self.poll.registry(), key, &mut frame)
+            else {
+                break;
+            };
+            let Some((state, peer)) = tcp.state(key) else {
+                break;
+            };
+            let path = ClientPath {
+                addr: peer,
+                via: None,
+                transport: Transport::Tcp { conn: key as u32 },
+            };
+            self.counters.datagrams_in += 1;
+            self.counters.bytes_in += len as u64;
+            match state {
+                ConnState::Open => self.on_payload(now, path, &frame[..len]),
+                ConnState::AwaitingFirstFrame => {
+                    if let Err(reason) = self.on_first_tcp_frame(now, path, &frame[..len]) {
+                        if let Some(tcp) = self.tcp.as_mut() {
+                            tcp.close(self.poll.registry(), key, reason);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        self.tcp_frame = frame;
+    }
+
+    /// A connection's first frame must be a binding request that str0m answers for a session
+    /// of this loop; otherwise the connection is closed with nothing sent (no amplification, no
+    /// state for strangers).
+    fn on_first_tcp_frame(
+        &mut self,
+        now: Instant,
+        path: ClientPath,
+        bytes: &[u8],
+    ) -> Result<(), TcpCloseReason> {
+        let ufrag = looks_like_stun(bytes)
+            .then(|| server_ufrag(bytes).ok())
+            .flatten()
+            .ok_or(TcpCloseReason::Garbage)?;
+        let key = self
+            .demux
+            .by_ufrag(ufrag)
+            .ok_or(TcpCloseReason::UnknownUfrag)?;
+        if !self.deliver(now, key, path, bytes, true) {
+            return Err(TcpCloseReason::Unauthenticated);
+        }
+        if let (Some(tcp), Transport::Tcp { conn }) = (self.tcp.as_mut(), path.transport) {
+            tcp.set_open(conn as usize);
+        }
+        Ok(())
     }
 
     /// Maps an authenticated path to session `key` (or renews its hold on it).
     fn authenticate_path(&mut self, now: Instant, key: SessionKey, path: ClientPath) {
-        let Claim::Granted { from } = self.demux.claim_addr(now, path.addr, key) else {
+        let Claim::Granted { from } = self.demux.claim_addr(now, path.peer(), key) else {
             return; // held by another session: `drive` withheld the answer
         };
         // The address belonged to a session of this loop that stopped checking from it.
         if let Some(o) = from.and_then(|other| self.sessions.get_mut(other)) {
-            o.forget_client_addr(path.addr);
+            o.forget_client_addr(path.peer());
         }
         let Some(session) = self.sessions.get_mut(key) else {
             return;
@@ -480,13 +642,16 @@ impl MediaLoop {
     /// session holds the check's address within its consent window.
     fn drive(&mut self, now: Instant, key: SessionKey, probe: Option<ClientPath>) -> bool {
         let held = probe
-            .is_some_and(|p| matches!(self.demux.may_claim(now, &p.addr, key), Claim::Held(_)));
+            .is_some_and(|p| matches!(self.demux.may_claim(now, &p.peer(), key), Claim::Held(_)));
         let Some(session) = self.sessions.get_mut(key) else {
             return false;
         };
-        let socket = &self.socket;
+        let mut out = Outbound {
+            socket: &self.socket,
+            batch: &mut self.send_batch,
+            tcp: self.tcp.as_mut(),
+        };
         let counters = &mut self.counters;
-        let batch = &mut self.send_batch;
         let mut authenticated = false;
         let next = session.poll(now, &mut |t: &Transmit, route: Route| {
             if probe.is_some_and(|p| p.addr == t.destination) && is_binding_success(&t.contents) {
@@ -496,7 +661,7 @@ impl MediaLoop {
                 }
                 authenticated = true;
             }
-            queue_send(batch, socket, counters, t, route);
+            out.send(counters, t, route);
         });
         let deltas = session.take_bridge_deltas();
         self.counters.bridge.add(&deltas);
@@ -523,8 +688,8 @@ impl MediaLoop {
     fn remove(&mut self, key: SessionKey) {
         let session = self.sessions.remove(key);
         self.demux.remove_ufrag(session.ufrag());
-        for addr in session.client_addrs() {
-            self.demux.remove_addr(addr, key);
+        for peer in session.client_peers() {
+            self.demux.remove_addr(peer, key);
         }
         self.ids.remove(&session.id);
         let reason = session.end_reason().unwrap_or(EndReason::RtcError);
@@ -700,38 +865,61 @@ impl MediaLoop {
     }
 }
 
-/// Queues a transmit: directly to the client, or framed (relay header with the client address)
-/// to the relay that carried the client's traffic. A full batch is flushed first.
-fn queue_send(
-    batch: &mut SendBatch,
-    socket: &UdpSocket,
-    counters: &mut LoopCounters,
-    t: &Transmit,
-    route: Route,
-) {
-    let mut header = [0u8; MAX_HEADER_LEN];
-    let (to, prefix) = match route {
-        Route::Unrouted => {
-            counters.unrouted += 1;
-            return;
-        }
-        Route::Direct => (t.destination, &header[..0]),
-        Route::Via(relay) => {
-            let h = RelayHeader::udp(Direction::ToClient, t.destination);
-            match h.encode(&mut header) {
-                Ok(n) => (relay, &header[..n]),
-                Err(_) => {
-                    counters.send_errors += 1;
-                    return;
+/// Where a loop's transmits go: its UDP socket (through the send batch) and its own TCP
+/// connections.
+struct Outbound<'a> {
+    socket: &'a UdpSocket,
+    batch: &'a mut SendBatch,
+    tcp: Option<&'a mut TcpServer>,
+}
+
+impl Outbound<'_> {
+    /// Sends a transmit: directly to the client (UDP datagram, or a frame on the loop's TCP
+    /// connection), or framed (relay header with the client address and the transport it came
+    /// on) to the relay that carried the client's traffic. A full batch is flushed first.
+    fn send(&mut self, counters: &mut LoopCounters, t: &Transmit, route: Route) {
+        let mut header = [0u8; MAX_HEADER_LEN];
+        let (to, prefix) = match route {
+            Route::Unrouted => {
+                counters.unrouted += 1;
+                return;
+            }
+            Route::Direct(Transport::Udp) => (t.destination, &header[..0]),
+            Route::Direct(Transport::Tcp { conn }) => {
+                let sent = self
+                    .tcp
+                    .as_mut()
+                    .is_some_and(|tcp| tcp.send(conn, t.destination, &t.contents));
+                if sent {
+                    counters.datagrams_out += 1;
+                    counters.bytes_out += t.contents.len() as u64;
+                } else {
+                    // The connection closed since the check that authenticated it.
+                    counters.unrouted += 1;
+                }
+                return;
+            }
+            Route::Via(relay, transport) => {
+                let h = RelayHeader {
+                    direction: Direction::ToClient,
+                    client: t.destination,
+                    transport,
+                };
+                match h.encode(&mut header) {
+                    Ok(n) => (relay, &header[..n]),
+                    Err(_) => {
+                        counters.send_errors += 1;
+                        return;
+                    }
                 }
             }
+        };
+        if self.batch.is_full() {
+            flush(self.batch, self.socket, counters);
         }
-    };
-    if batch.is_full() {
-        flush(batch, socket, counters);
-    }
-    if batch.push(to, prefix, &t.contents, 0).is_err() {
-        counters.send_errors += 1;
+        if self.batch.push(to, prefix, &t.contents, 0).is_err() {
+            counters.send_errors += 1;
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The media path: everything a media loop thread owns, and nothing else.
 //!
 //! Owns: the loop (`loop.rs`: socket, poll, sessions), each WebRTC session ([`session`]: str0m
-//! `Rtc` plus its [`audio_bridge`]), the demux maps ([`demux`]), the timer heap ([`timers`]) and
+//! `Rtc` plus its [`audio_bridge`]), the demux maps ([`demux`]), the loop's own ICE-TCP listener ([`tcp_server`], framing in
+//! [`tcp_framing`]), the timer heap ([`timers`]) and
 //! the loop's busy meter ([`busy_meter`]).
 //!
 //! May call: `voxgate_proto` (relay header, STUN USERNAME reader, bridge messages), str0m, opus,
@@ -21,4 +22,6 @@ pub mod demux;
 pub mod r#loop;
 pub mod receive_budget;
 pub mod session;
+pub mod tcp_framing;
+pub mod tcp_server;
 pub mod timers;

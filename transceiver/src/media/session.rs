@@ -13,14 +13,16 @@ use serde::Serialize;
 use std::collections::HashMap;
 
 use crate::media::audio_bridge::{AudioBridge, BridgeAction, EncoderSettings};
+use crate::media::demux::PeerKey;
 use crate::metrics::BridgeCounters;
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
 use str0m::config::DtlsCert;
 use str0m::format::Codec;
 use str0m::media::{Frequency, MediaKind, MediaTime, Mid, Pt};
-use str0m::net::{Protocol, Receive, Transmit};
+use str0m::net::{Protocol, Receive, TcpType, Transmit};
 use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
+pub use voxgate_proto::relay_header::Transport;
 
 /// How long a graceful end waits for the `session.ended` data-channel message to go out
 /// before closing DTLS.
@@ -29,29 +31,64 @@ const CLOSE_GRACE: Duration = Duration::from_millis(100);
 /// Most client addresses a session keeps in the demux map (a browser may probe several pairs).
 pub const MAX_CLIENT_ADDRS: usize = 8;
 
-/// Where a client's datagrams come from: its address, and the relay that carried them (if any).
+/// Where a client's datagrams come from: its address, the relay that carried them (if any),
+/// and the transport: UDP, or a TCP connection (the loop's own, or the relay's `conn`).
 /// Replies to the client go back the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientPath {
     pub addr: SocketAddr,
     pub via: Option<SocketAddr>,
+    pub transport: Transport,
+}
+
+impl ClientPath {
+    /// A UDP client reached directly.
+    pub fn direct_udp(addr: SocketAddr) -> Self {
+        ClientPath {
+            addr,
+            via: None,
+            transport: Transport::Udp,
+        }
+    }
+
+    /// The demux key of the client (its address and whether it speaks TCP).
+    pub fn peer(&self) -> PeerKey {
+        PeerKey {
+            addr: self.addr,
+            tcp: self.is_tcp(),
+        }
+    }
+
+    pub fn is_tcp(&self) -> bool {
+        matches!(self.transport, Transport::Tcp { .. })
+    }
+
+    /// How replies on this path leave the loop.
+    pub fn route(&self) -> Route {
+        match self.via {
+            None => Route::Direct(self.transport),
+            Some(relay) => Route::Via(relay, self.transport),
+        }
+    }
 }
 
 /// How a transmit leaves the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
-    /// Straight to the client.
-    Direct,
-    /// Framed, through this relay.
-    Via(SocketAddr),
+    /// Straight to the client: a UDP datagram, or a frame on the loop's TCP connection `conn`.
+    Direct(Transport),
+    /// Framed, through this relay, echoing the transport (and TCP connection id) it came on.
+    Via(SocketAddr, Transport),
     /// No authenticated path leads to the destination: not sent (counted by the loop).
     Unrouted,
 }
 
-impl From<Option<SocketAddr>> for Route {
-    fn from(via: Option<SocketAddr>) -> Self {
-        via.map_or(Route::Direct, Route::Via)
-    }
+/// The addresses a session advertises as its ICE candidates: UDP host candidates, and passive
+/// TCP host candidates (RFC 6544) beside them. Decided per session by the control plane.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Candidates {
+    pub udp: Vec<SocketAddr>,
+    pub tcp: Vec<SocketAddr>,
 }
 
 /// STUN Binding success response (type 0x0101): str0m's answer to an authenticated check.
@@ -158,6 +195,8 @@ pub struct SessionSnapshot {
     pub loop_index: usize,
     pub server_ufrag: String,
     pub client_addrs: Vec<String>,
+    /// Every authenticated path: the client address, `udp`/`tcp`, and the relay (if any).
+    pub client_paths: Vec<PathSnapshot>,
     /// Relays the client's datagrams arrive through (empty in direct mode).
     pub relays: Vec<String>,
     pub age_ms: u64,
@@ -167,6 +206,14 @@ pub struct SessionSnapshot {
     pub taps: usize,
     pub counters: SessionCounters,
     pub bridge: BridgeCounters,
+}
+
+/// One authenticated path of a session, as `GET /v1/sessions/{id}` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathSnapshot {
+    pub addr: String,
+    pub transport: &'static str,
+    pub via: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -185,8 +232,8 @@ pub struct SessionParams {
     pub ufrag: String,
     pub pass: String,
     pub cert: DtlsCert,
-    /// ICE candidates to advertise (the loop's socket, or relay addresses).
-    pub candidates: Vec<SocketAddr>,
+    /// ICE candidates to advertise (the loop's sockets, or relay addresses).
+    pub candidates: Candidates,
     pub connect_timeout: Duration,
     /// Longest the session may last (`--max-session-secs`), `None` = no limit.
     pub max_duration: Option<Duration>,
@@ -203,7 +250,7 @@ pub struct Session {
     pub serial: u64,
     rtc: Rtc,
     ufrag: String,
-    candidates: Vec<SocketAddr>,
+    candidates: Candidates,
     audio_mid: Option<Mid>,
     opus_pt: Option<Pt>,
     channel: Option<ChannelId>,
@@ -259,8 +306,20 @@ impl Session {
             // frame quickly instead of delaying the uplink by str0m's default 15 packets.
             .set_reordering_size_audio(3)
             .build(now);
-        for addr in &params.candidates {
+        for addr in &params.candidates.udp {
             let c = Candidate::host(*addr, "udp")
+                .map_err(|e| SessionError::Candidate(*addr, e.to_string()))?;
+            rtc.add_local_candidate(c);
+        }
+        // Passive TCP host candidates: the client connects to us (RFC 6544). Their default
+        // priority (type preference 90 vs 126 for UDP hosts, as in libwebrtc) is lower than any
+        // UDP host candidate's, so a client that reaches both nominates UDP.
+        for addr in &params.candidates.tcp {
+            let c = Candidate::builder()
+                .tcp()
+                .host(*addr)
+                .tcptype(TcpType::Passive)
+                .build()
                 .map_err(|e| SessionError::Candidate(*addr, e.to_string()))?;
             rtc.add_local_candidate(c);
         }
@@ -323,22 +382,25 @@ impl Session {
         self.state == SessionState::Ended
     }
 
-    pub fn client_addrs(&self) -> impl Iterator<Item = SocketAddr> + '_ {
-        self.client_addrs.iter().map(|p| p.addr)
+    /// The demux keys of the session's authenticated paths.
+    pub fn client_peers(&self) -> impl Iterator<Item = PeerKey> + '_ {
+        self.client_addrs.iter().map(ClientPath::peer)
     }
 
     /// How a transmit reaches its destination: the answer to the check being handled goes
     /// back on the check's path; everything else only on an authenticated path.
     fn route_for(&self, t: &Transmit) -> Route {
+        let tcp = t.proto != Protocol::Udp;
+        let on = |p: &ClientPath| p.addr == t.destination && p.is_tcp() == tcp;
         if let Some(check) = self.check_path {
-            if check.addr == t.destination && is_binding_success(&t.contents) {
-                return check.via.into();
+            if on(&check) && is_binding_success(&t.contents) {
+                return check.route();
             }
         }
         self.client_addrs
             .iter()
-            .find(|p| p.addr == t.destination)
-            .map_or(Route::Unrouted, |p| p.via.into())
+            .find(|p| on(p))
+            .map_or(Route::Unrouted, ClientPath::route)
     }
 
     pub fn counters(&self) -> &SessionCounters {
@@ -346,12 +408,18 @@ impl Session {
     }
 
     /// The local candidate address str0m must see as the datagram's destination: the one of
-    /// the same IP family as the client (ICE checks only arrive on advertised candidates).
-    pub fn destination_for(&self, source: SocketAddr) -> SocketAddr {
-        self.candidates
+    /// the same transport and IP family as the client (ICE checks only arrive on advertised
+    /// candidates).
+    pub fn destination_for(&self, source: SocketAddr, tcp: bool) -> SocketAddr {
+        let candidates = if tcp {
+            &self.candidates.tcp
+        } else {
+            &self.candidates.udp
+        };
+        candidates
             .iter()
             .find(|c| c.is_ipv4() == source.is_ipv4())
-            .or(self.candidates.first())
+            .or(candidates.first())
             .copied()
             .unwrap_or(source)
     }
@@ -370,8 +438,12 @@ impl Session {
         if binding_request {
             self.check_path = Some(from);
         }
-        let destination = self.destination_for(source);
-        let Ok(receive) = Receive::new(Protocol::Udp, source, destination, bytes) else {
+        let (proto, tcp) = match from.transport {
+            Transport::Udp => (Protocol::Udp, false),
+            Transport::Tcp { .. } => (Protocol::Tcp, true),
+        };
+        let destination = self.destination_for(source, tcp);
+        let Ok(receive) = Receive::new(proto, source, destination, bytes) else {
             return false;
         };
         self.counters.datagrams_in += 1;
@@ -644,25 +716,26 @@ impl Session {
         }
     }
 
-    /// Records a path on which str0m has answered an authenticated check: a new address, or a
-    /// known address that now arrives through another relay (relay restart or failover), whose
-    /// replies take the new path from now on. Returns an address evicted to keep the list
-    /// bounded.
-    pub fn add_client_addr(&mut self, path: ClientPath) -> Option<SocketAddr> {
-        if let Some(p) = self.client_addrs.iter_mut().find(|p| p.addr == path.addr) {
-            p.via = path.via;
+    /// Records a path on which str0m has answered an authenticated check: a new client, or a
+    /// known one that now arrives through another relay (relay restart or failover) or on
+    /// another TCP connection, whose replies take the new path from now on. Returns a client
+    /// evicted to keep the list bounded.
+    pub fn add_client_addr(&mut self, path: ClientPath) -> Option<PeerKey> {
+        let peer = path.peer();
+        if let Some(p) = self.client_addrs.iter_mut().find(|p| p.peer() == peer) {
+            *p = path;
             return None;
         }
         self.client_addrs.push(path);
         if self.client_addrs.len() > MAX_CLIENT_ADDRS {
-            return Some(self.client_addrs.remove(0).addr);
+            return Some(self.client_addrs.remove(0).peer());
         }
         None
     }
 
-    /// Drops an address that another session has since authenticated.
-    pub fn forget_client_addr(&mut self, addr: SocketAddr) {
-        self.client_addrs.retain(|p| p.addr != addr);
+    /// Drops a client that another session has since authenticated.
+    pub fn forget_client_addr(&mut self, peer: PeerKey) {
+        self.client_addrs.retain(|p| p.peer() != peer);
     }
 
     /// ICE restart: accept the new offer, but keep the session on this loop by replacing the
@@ -709,6 +782,15 @@ impl Session {
                 .client_addrs
                 .iter()
                 .map(|p| p.addr.to_string())
+                .collect(),
+            client_paths: self
+                .client_addrs
+                .iter()
+                .map(|p| PathSnapshot {
+                    addr: p.addr.to_string(),
+                    transport: p.transport.as_str(),
+                    via: p.via.map(|v| v.to_string()),
+                })
                 .collect(),
             relays: {
                 let mut r: Vec<String> = self

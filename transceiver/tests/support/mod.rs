@@ -589,3 +589,45 @@ pub fn drive_until(
     }
     false
 }
+
+/// The server's `/metrics` text.
+pub fn metrics(server: &ServerProcess) -> String {
+    let r = http_get(&server.url("/metrics"), None);
+    assert_eq!(r.status, 200);
+    r.body
+}
+
+/// Polls `/metrics` until the sum of `name{labels}` reaches `want` (15 s at most); returns it.
+pub fn wait_metric(server: &ServerProcess, name: &str, labels: &[&str], want: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let v = metric_sum(&metrics(server), name, labels);
+        if v >= want || Instant::now() > deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `GET /v1/sessions/{id}` as JSON (asserting 200).
+pub fn snapshot(server: &ServerProcess, id: &str) -> serde_json::Value {
+    let r = http_get(&server.url(&format!("/v1/sessions/{id}")), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+/// Drives the fleet until `pred(fleet)` holds (checked every 50 ms), for at most `limit`.
+pub fn drive_fleet_until(
+    fleet: &mut voxgate_testkit::Fleet,
+    limit: Duration,
+    mut pred: impl FnMut(&voxgate_testkit::Fleet) -> bool,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        fleet.run_for(Duration::from_millis(50));
+        if pred(fleet) {
+            return true;
+        }
+    }
+    false
+}
