@@ -178,6 +178,11 @@ pub fn run(setup: WorkerSetup) -> io::Result<()> {
         },
         table: {
             let mut table = FlowTable::new(setup.routing);
+            let bytes = table.prefault(Instant::now());
+            tracing::info!(
+                flow_table_mib = bytes >> 20,
+                "flow table resident (prefaulted)"
+            );
             table.set_wall_clock_from(Instant::now(), SystemTime::now());
             table
         },

@@ -146,6 +146,27 @@ fn valid_hint_creates_tentative_flow_and_forwards_with_header() {
 }
 
 #[test]
+fn a_prefaulted_table_is_empty_keeps_its_allocation_and_works() {
+    let mut t = table(cfg());
+    let capacity = t.flows.capacity();
+    let bytes = t.prefault(Instant::now());
+    assert!(
+        bytes >= capacity * std::mem::size_of::<Flow>(),
+        "{bytes} bytes"
+    );
+    assert_eq!(t.flows.capacity(), capacity, "no reallocation");
+    assert_eq!((t.flow_count(), t.tentative_count()), (0, 0));
+    assert!(t.tentative_per_source.is_empty());
+    let now = Instant::now();
+    let dg = check_for(&hint_for(OWN_CLUSTER, loop_addr(), 1));
+    assert!(matches!(
+        t.on_client_datagram(now, client(1), &dg),
+        Verdict::Forward { .. }
+    ));
+    assert_eq!((t.flow_count(), t.tentative_count()), (1, 1));
+}
+
+#[test]
 fn later_packets_of_a_known_flow_are_forwarded_opaquely() {
     let mut t = table(cfg());
     let now = Instant::now();

@@ -411,7 +411,11 @@ impl MediaLoop {
                         self.on_datagram(now, r.from, r.bytes);
                     }
                     self.flush_sends();
-                    if self.budget.after_batch(n, BATCH) != Next::ReadAgain {
+                    let timer_due = self
+                        .timers
+                        .next_deadline()
+                        .is_some_and(|d| d <= Instant::now());
+                    if self.budget.after_batch(n, BATCH, timer_due) != Next::ReadAgain {
                         break;
                     }
                 }
