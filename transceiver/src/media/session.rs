@@ -179,14 +179,24 @@ pub enum SessionError {
     NotConnected,
 }
 
+/// The addresses a session's answer advertises, by transport: UDP host candidates (a relay
+/// ingress's public addresses, or the loop's own socket), and where ICE over TCP is accepted
+/// for this session (the ingress's relay TCP ports, or the loop's own). Only `udp` becomes
+/// candidates so far; `tcp` is carried for passive TCP candidates.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Candidates {
+    pub udp: Vec<SocketAddr>,
+    pub tcp: Vec<SocketAddr>,
+}
+
 /// Everything needed to build a session's `Rtc`, decided by the control plane.
 pub struct SessionParams {
     pub id: SessionId,
     pub ufrag: String,
     pub pass: String,
     pub cert: DtlsCert,
-    /// ICE candidates to advertise (the loop's socket, or relay addresses).
-    pub candidates: Vec<SocketAddr>,
+    /// ICE candidates to advertise (the loop's socket, or a relay ingress's addresses).
+    pub candidates: Candidates,
     pub connect_timeout: Duration,
     /// Longest the session may last (`--max-session-secs`), `None` = no limit.
     pub max_duration: Option<Duration>,
@@ -203,7 +213,7 @@ pub struct Session {
     pub serial: u64,
     rtc: Rtc,
     ufrag: String,
-    candidates: Vec<SocketAddr>,
+    candidates: Candidates,
     audio_mid: Option<Mid>,
     opus_pt: Option<Pt>,
     channel: Option<ChannelId>,
@@ -259,7 +269,7 @@ impl Session {
             // frame quickly instead of delaying the uplink by str0m's default 15 packets.
             .set_reordering_size_audio(3)
             .build(now);
-        for addr in &params.candidates {
+        for addr in &params.candidates.udp {
             let c = Candidate::host(*addr, "udp")
                 .map_err(|e| SessionError::Candidate(*addr, e.to_string()))?;
             rtc.add_local_candidate(c);
@@ -349,9 +359,10 @@ impl Session {
     /// the same IP family as the client (ICE checks only arrive on advertised candidates).
     pub fn destination_for(&self, source: SocketAddr) -> SocketAddr {
         self.candidates
+            .udp
             .iter()
             .find(|c| c.is_ipv4() == source.is_ipv4())
-            .or(self.candidates.first())
+            .or(self.candidates.udp.first())
             .copied()
             .unwrap_or(source)
     }
