@@ -16,17 +16,20 @@ const EU: &str = "127.0.10.1:3478";
 const US_V4: &str = "127.0.20.1:3478";
 const US_V6: &str = "[::1]:3478";
 
-/// eu (default) and us; CF-IPCountry from the trusted proxy 127.0.0.1; 127.0.0.3 → us.
-fn steered_server(extra: &[&str]) -> ServerProcess {
+/// A transceiver (one loop) with the ingresses `eu` = [`EU`] and `us` = `us_addrs`, plus
+/// `rules`.
+fn two_ingress_server(us_addrs: &str, rules: &[&str]) -> ServerProcess {
     let eu = format!("eu={EU}");
-    let us = format!("us={US_V4},{US_V6}");
-    let mut args = vec![
-        "--loops",
-        "1",
-        "--ingress",
-        &eu,
-        "--ingress",
-        &us,
+    let us = format!("us={us_addrs}");
+    let mut args = vec!["--loops", "1", "--ingress", &eu, "--ingress", &us];
+    args.extend_from_slice(rules);
+    ServerProcess::start(&args)
+}
+
+/// eu (default) and us (v4 + v6); CF-IPCountry from the trusted proxy 127.0.0.1;
+/// 127.0.0.3 → us.
+fn steered_server(extra: &[&str]) -> ServerProcess {
+    let mut rules = vec![
         "--ingress-header",
         "CF-IPCountry",
         "--ingress-country",
@@ -36,8 +39,8 @@ fn steered_server(extra: &[&str]) -> ServerProcess {
         "--trusted-proxies",
         "127.0.0.1/32",
     ];
-    args.extend_from_slice(extra);
-    ServerProcess::start(&args)
+    rules.extend_from_slice(extra);
+    two_ingress_server(&format!("{US_V4},{US_V6}"), &rules)
 }
 
 /// One answered POST: the answer's candidate addresses, the session JSON, the response's
@@ -108,6 +111,15 @@ fn assert_steered(a: &Answered, ingress: &str, reason: &str, addrs: &[&str]) {
     assert_eq!(a.reason_header.as_deref(), Some(reason));
 }
 
+/// `voxgate_untrusted_header_total{header}`.
+fn untrusted(text: &str, header: &str) -> u64 {
+    metric_sum(
+        text,
+        "voxgate_untrusted_header_total",
+        &[&format!("header=\"{header}\"")],
+    )
+}
+
 fn selected(text: &str, ingress: &str, reason: &str) -> u64 {
     metric_sum(
         text,
@@ -133,15 +145,7 @@ fn a_trusted_proxys_header_picks_the_ingress_and_anyone_elses_is_ignored_and_cou
     let a = post(&server, "127.0.0.2", &[("CF-IPCountry", "US")]);
     assert_steered(&a, "eu", "default", &[EU]);
     let text = metrics(&server);
-    assert_eq!(
-        metric_sum(
-            &text,
-            "voxgate_untrusted_header_total",
-            &["header=\"cf-ipcountry\""]
-        ),
-        1,
-        "{text}"
-    );
+    assert_eq!(untrusted(&text, "cf-ipcountry"), 1, "{text}");
 
     // A country without a rule falls through (to the default here) and is counted.
     let a = post(&server, "127.0.0.1", &[("CF-IPCountry", "FR")]);
@@ -178,15 +182,7 @@ fn the_client_cidr_rule_and_the_default_both_work_with_forwarded_clients() {
     let a = post(&server, "127.0.0.2", &[("X-Forwarded-For", "127.0.0.3")]);
     assert_steered(&a, "eu", "default", &[EU]);
     let text = metrics(&server);
-    assert_eq!(
-        metric_sum(
-            &text,
-            "voxgate_untrusted_header_total",
-            &["header=\"x-forwarded-for\""]
-        ),
-        1,
-        "{text}"
-    );
+    assert_eq!(untrusted(&text, "x-forwarded-for"), 1, "{text}");
     assert_eq!(selected(&text, "us", "cidr"), 2, "{text}");
 
     // --ingress-default overrides the first ingress.
@@ -197,22 +193,17 @@ fn the_client_cidr_rule_and_the_default_both_work_with_forwarded_clients() {
 
 #[test]
 fn a_header_naming_the_ingress_directly_and_advertise_as_the_default_ingress() {
-    let eu = format!("eu={EU}");
-    let us = format!("us={US_V4}");
-    let server = ServerProcess::start(&[
-        "--loops",
-        "1",
-        "--ingress",
-        &eu,
-        "--ingress",
-        &us,
-        "--ingress-header",
-        "X-Edge-Ingress",
-        "--ingress-header-mode",
-        "name",
-        "--trusted-proxies",
-        "127.0.0.0/30",
-    ]);
+    let server = two_ingress_server(
+        US_V4,
+        &[
+            "--ingress-header",
+            "X-Edge-Ingress",
+            "--ingress-header-mode",
+            "name",
+            "--trusted-proxies",
+            "127.0.0.0/30",
+        ],
+    );
     let a = post(&server, "127.0.0.2", &[("X-Edge-Ingress", "us")]);
     assert_steered(&a, "us", "header", &[US_V4]);
 
@@ -277,14 +268,7 @@ fn per_ip_limits_use_the_forwarded_client_only_from_trusted_proxies() {
         1,
         "{text}"
     );
-    assert_eq!(
-        metric_sum(
-            &text,
-            "voxgate_untrusted_header_total",
-            &["header=\"x-forwarded-for\""]
-        ),
-        3
-    );
+    assert_eq!(untrusted(&text, "x-forwarded-for"), 3);
     assert_eq!(
         metric_sum(
             &text,
