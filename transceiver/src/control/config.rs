@@ -237,10 +237,9 @@ pub struct Config {
     pub ingress_header: Option<String>,
 
     /// How the --ingress-header value is read: `country` (an ISO country code looked up in
-    /// --ingress-country) or `name` (the name of an ingress).
-    #[arg(long, env = "VOXGATE_INGRESS_HEADER_MODE", value_enum,
-          default_value_t = ingress::HeaderMode::Country)]
-    pub ingress_header_mode: ingress::HeaderMode,
+    /// --ingress-country; the default) or `name` (the name of an ingress).
+    #[arg(long, env = "VOXGATE_INGRESS_HEADER_MODE", value_enum)]
+    pub ingress_header_mode: Option<ingress::HeaderMode>,
 
     /// Country → ingress for --ingress-header in country mode, CC=NAME (e.g. `DE=eu`).
     /// Repeatable or comma separated. A code not in the table falls through to the CIDR rules.
@@ -488,7 +487,7 @@ impl Config {
             ingresses,
             tcp_overrides: self.ingress_tcp.clone(),
             header: self.ingress_header.clone(),
-            header_mode: Some(self.ingress_header_mode),
+            header_mode: self.ingress_header_mode,
             countries: self.ingress_countries.clone(),
             cidrs: self.ingress_cidrs.clone(),
             default: self.ingress_default.clone(),

@@ -101,6 +101,8 @@ pub enum IngressError {
     AdvertiseAndIngress,
     #[error("--ingress-country needs --ingress-header (a header carrying the country code)")]
     CountryWithoutHeader,
+    #[error("--ingress-header-mode needs --ingress-header (the header it reads)")]
+    ModeWithoutHeader,
     #[error("--ingress-header {0} in country mode needs at least one --ingress-country CC=NAME")]
     HeaderWithoutCountries(String),
     #[error("--ingress-country is only read in --ingress-header-mode country (the mode is name)")]
@@ -154,6 +156,7 @@ impl IngressSelector {
             let orphan = [
                 (!spec.tcp_overrides.is_empty(), "--ingress-tcp"),
                 (spec.header.is_some(), "--ingress-header"),
+                (spec.header_mode.is_some(), "--ingress-header-mode"),
                 (!spec.countries.is_empty(), "--ingress-country"),
                 (!spec.cidrs.is_empty(), "--ingress-cidr"),
                 (spec.default.is_some(), "--ingress-default"),
@@ -290,6 +293,9 @@ fn header_rule(
     let Some(header) = &spec.header else {
         if !spec.countries.is_empty() {
             return Err(IngressError::CountryWithoutHeader);
+        }
+        if spec.header_mode.is_some() {
+            return Err(IngressError::ModeWithoutHeader);
         }
         return Ok(None);
     };
@@ -542,6 +548,12 @@ mod tests {
         assert_eq!(
             IngressSelector::from_spec(&spec).unwrap_err(),
             IngressError::CountryWithoutHeader
+        );
+        let mut spec = two();
+        spec.header_mode = Some(HeaderMode::Name);
+        assert_eq!(
+            IngressSelector::from_spec(&spec).unwrap_err(),
+            IngressError::ModeWithoutHeader
         );
         let mut spec = two();
         spec.header = Some("CF-IPCountry".into());
