@@ -20,7 +20,8 @@ use std::process::Command;
 
 use crate::process::Proc;
 
-/// Prefix of every namespace created here ("voxgate fleet test").
+/// Prefix of every namespace created here ("voxgate fleet test"), unless a test asks for its
+/// own with [`Network::create_with_prefix`] (so it runs beside the main fleet test).
 pub const PREFIX: &str = "vgft-";
 /// Where `ip netns` keeps its named namespaces.
 const NETNS_DIR: &str = "/run/netns";
@@ -104,6 +105,7 @@ impl HostSpec {
 
 /// The namespaces of one run; deleted on drop.
 pub struct Network {
+    prefix: &'static str,
     namespaces: Vec<String>,
     _lock: File,
 }
@@ -124,15 +126,31 @@ pub fn check_privileges() -> Result<(), NetworkError> {
 impl Network {
     /// Builds the switch and `hosts`. Fails with [`NetworkError::NotRoot`] unless root.
     pub fn create(hosts: &[HostSpec]) -> Result<Network, NetworkError> {
+        Self::create_with_prefix(PREFIX, hosts)
+    }
+
+    /// As [`Network::create`], with namespace names starting with `prefix` (for example
+    /// `vgi-`): runs with different prefixes neither share names nor wait for each other, and
+    /// leftovers are cleaned up per prefix.
+    pub fn create_with_prefix(
+        prefix: &'static str,
+        hosts: &[HostSpec],
+    ) -> Result<Network, NetworkError> {
         check_privileges()?;
-        let lock = File::create(std::env::temp_dir().join("voxgate-fleet-tests.lock"))?;
+        let lock_name = if prefix == PREFIX {
+            "voxgate-fleet-tests.lock".to_string()
+        } else {
+            format!("voxgate-fleet-tests-{}.lock", prefix.trim_end_matches('-'))
+        };
+        let lock = File::create(std::env::temp_dir().join(lock_name))?;
         // SAFETY: flock(2) on a descriptor we own; blocks until a concurrent run finishes.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
             return Err(io::Error::last_os_error().into());
         }
-        remove_leftovers();
+        remove_leftovers(prefix);
 
         let mut net = Network {
+            prefix,
             namespaces: Vec::new(),
             _lock: lock,
         };
@@ -162,7 +180,7 @@ impl Network {
     }
 
     fn add_namespace(&mut self, short: &str) -> Result<String, NetworkError> {
-        let ns = format!("{PREFIX}{short}");
+        let ns = self.ns(short);
         ip(&["netns", "add", &ns])?;
         self.namespaces.push(ns.clone());
         Ok(ns)
@@ -170,7 +188,7 @@ impl Network {
 
     /// Full namespace name of host `short`.
     pub fn ns(&self, short: &str) -> String {
-        format!("{PREFIX}{short}")
+        format!("{}{short}", self.prefix)
     }
 
     /// Runs `ip -n <host> args...`.
@@ -241,14 +259,15 @@ pub fn delete_namespace(ns: &str) {
     let _ = Command::new("ip").args(["netns", "del", ns]).output();
 }
 
-/// Removes namespaces (and their processes) that a crashed run left behind.
-fn remove_leftovers() {
+/// Removes namespaces (and their processes) that a crashed run with `prefix` left behind.
+fn remove_leftovers(prefix: &str) {
     let Ok(entries) = fs::read_dir(NETNS_DIR) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with(PREFIX) {
+        // The main fleet's "vgft-" never starts another prefix's names, nor the reverse.
+        if name.starts_with(prefix) {
             eprintln!("fleet-tests: removing leftover namespace {name}");
             delete_namespace(&name);
         }

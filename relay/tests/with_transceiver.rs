@@ -12,7 +12,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::stack::{
-    chromium_report, start_echo_bot, start_transceiver, start_transceiver_on, Transceiver,
+    chromium_report, start_echo_bot, start_transceiver, start_transceiver_on,
+    start_transceiver_with, Transceiver,
 };
 use common::{fleet_key, Redis, RelayPorts, RelayProcess};
 use voxgate_proto::hint::{self, Keyring};
@@ -504,5 +505,110 @@ fn chromium_connects_through_the_relay() {
     assert!(
         forwarded("to_client") >= counters["datagrams_out"].as_f64().unwrap(),
         "the transceiver sent datagrams around the relay: {line}"
+    );
+}
+
+/// One report line of an external client (the last JSON object on its stdout).
+fn client_report(who: &str, out: &std::process::Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{who} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("{who} printed no report:\n{stdout}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// Request-steered ingress (issue 13) with unmodified clients: the transceiver knows two
+/// relay ingresses, `eu` (the default) and `us`, each a real relay; signaling from 127.0.0.1
+/// is steered to `us` by a CIDR rule. The `us` answer carries two candidates, its relay's
+/// IPv4 address and an IPv6 one (where this test runs no relay, as when one family of an
+/// ingress is down). Chromium and aiortc each accept that answer, connect through the `us`
+/// relay and send audio; the `eu` relay carries nothing.
+#[test]
+fn chromium_and_aiortc_connect_through_the_ingress_they_are_steered_to() {
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    assert!(
+        repo.join("tests/browser/node_modules/playwright-core")
+            .exists(),
+        "run scripts/setup first (playwright-core missing)"
+    );
+    let python = repo.join(".venv/bin/python");
+    assert!(python.exists(), "run scripts/setup first (.venv missing)");
+    let eu = RelayProcess::start(&RelayPorts::new(1), 1, &[]);
+    let us_ports = RelayPorts::new(2);
+    let us = RelayProcess::start(&us_ports, 2, &[]);
+    let eu_arg = format!("eu={}", eu.public);
+    let us_arg = format!("us={},[::1]:{}", us.public, us.public.port());
+    let localhost = IpAddr::from([127, 0, 0, 1]);
+    let t = start_transceiver_with(
+        localhost,
+        localhost,
+        2,
+        &[
+            "--ingress",
+            &eu_arg,
+            "--ingress",
+            &us_arg,
+            "--ingress-cidr",
+            "127.0.0.1/32=us",
+            // The relays of these tests forward from loopback.
+            "--relays",
+            "127.0.0.0/8,::1/128",
+        ],
+        &[],
+    );
+    let us_workers: Vec<String> = (0..2)
+        .map(|i| format!("127.0.0.1:{}", us_ports.internal_base + i))
+        .collect();
+    let chromium = Command::new("node")
+        .arg(repo.join("tests/browser/chromium_session.mjs"))
+        .current_dir(repo.join("tests/browser"))
+        .env("SIGNAL_URL", &t.signal_url)
+        .env("HOLD_MS", "2000")
+        .output()
+        .expect("run node");
+    let aiortc = Command::new(&python)
+        .arg(repo.join("tests/aiortc_client.py"))
+        .args(["--url", &t.signal_url, "--seconds", "2"])
+        .current_dir(&repo)
+        .output()
+        .expect("run the aiortc client");
+    for (who, out) in [("chromium", &chromium), ("aiortc", &aiortc)] {
+        let report = client_report(who, out);
+        let server = &report["server"];
+        assert_eq!(server["ingress"], "us", "{who}: {server}");
+        assert_eq!(server["ingress_reason"], "cidr", "{who}: {server}");
+        assert!(
+            server["counters"]["audio_packets_in"].as_u64().unwrap_or(0) > 0,
+            "{who}: no audio reached the transceiver: {server}\n{}",
+            t.proc.log_text()
+        );
+        let relays: Vec<&str> = server["relays"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.as_str())
+            .collect();
+        assert!(
+            !relays.is_empty() && relays.iter().all(|r| us_workers.iter().any(|w| w == r)),
+            "{who}: media must arrive through the us relay {us_workers:?}: {server}"
+        );
+    }
+    assert!(
+        us.metric(
+            "voxgate_relay_packets_forwarded_total",
+            &[("direction", "to_transceiver")]
+        ) > 0.0
+    );
+    assert_eq!(
+        eu.metric("voxgate_relay_packets_forwarded_total", &[]),
+        0.0,
+        "the eu relay was not advertised, so it carries nothing"
     );
 }

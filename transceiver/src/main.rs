@@ -18,6 +18,8 @@ use voxgate_transceiver::backend::bridge_service::BridgeService;
 use voxgate_transceiver::backend::dispatch::Dispatcher;
 use voxgate_transceiver::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
 use voxgate_transceiver::backend::dispatch_task::run_dispatcher;
+use voxgate_transceiver::control::client_origin::ProxyTrust;
+use voxgate_transceiver::control::ingress::IngressSelector;
 use voxgate_transceiver::control::signaling::{self, AppState};
 use voxgate_transceiver::control::signaling_server;
 use voxgate_transceiver::media::audio_bridge::EncoderSettings;
@@ -65,6 +67,9 @@ fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     let loop_count = config.loop_count()?;
+    let ingress = config.ingress_selector()?;
+    let proxy_trust = Arc::new(config.proxy_trust(ingress.as_ref()));
+    log_ingress(&config, ingress.as_ref());
     let internal_ip = config.internal_ip()?;
     let metrics = Arc::new(Metrics::new());
     // Ends have their own channel (see `SessionEnded`); other events may be dropped when full.
@@ -105,8 +110,8 @@ fn run(config: Config) -> anyhow::Result<()> {
             fleet_key,
             cluster_id: config.cluster_id,
             internal_ip,
-            advertise: config.advertise.clone(),
-            advertise_tcp: config.advertise_tcp(),
+            ingress,
+            advertise_tcp: config.advertise_tcp_candidates(),
             connect_timeout: config.connect_timeout(),
             max_sessions: config.max_sessions,
             encoder: EncoderSettings {
@@ -133,6 +138,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         &config,
         control.clone(),
         authenticator,
+        proxy_trust,
         (events_rx, ended_rx),
         dispatch_rx,
     ));
@@ -153,6 +159,7 @@ async fn serve(
     config: &Config,
     control: Arc<ControlPlane>,
     auth: Arc<Authenticator>,
+    proxy_trust: Arc<ProxyTrust>,
     (events_rx, ended_rx): (
         mpsc::Receiver<LoopEvent>,
         mpsc::UnboundedReceiver<SessionEnded>,
@@ -195,6 +202,7 @@ async fn serve(
             .public_url
             .as_deref()
             .map(|u| Arc::from(u.trim_end_matches('/'))),
+        proxy_trust,
     };
     let app = signaling::router(state);
     let http_task = tokio::spawn(signaling_server::serve(
@@ -253,6 +261,30 @@ async fn serve(
         r.context("gRPC task")?.context("gRPC server failed")?;
     }
     Ok(())
+}
+
+/// One line at start-up on how answers pick their relay addresses.
+fn log_ingress(config: &Config, ingress: Option<&IngressSelector>) {
+    let Some(s) = ingress else {
+        tracing::info!(
+            "no relay ingress configured: answers advertise each media loop's own socket"
+        );
+        return;
+    };
+    let names: Vec<&str> = s.ingresses().iter().map(|i| &*i.name).collect();
+    tracing::info!(
+        ingresses = ?names,
+        default = %s.default_ingress().name,
+        header = ?s.header().map(|h| h.as_str()),
+        cidr_rules = config.ingress_cidrs.len(),
+        trusted_proxies = config.trusted_proxies.len(),
+        "relay ingress steering configured"
+    );
+    if s.header().is_some() && config.trusted_proxies.is_empty() {
+        tracing::warn!(
+            "--ingress-header is set but --trusted-proxies is empty: the header is never believed"
+        );
+    }
 }
 
 /// Graceful drain: new sessions are refused (`/readyz` and POST answer 503) while existing

@@ -287,6 +287,17 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IngressLabel {
+    ingress: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HeaderLabel {
+    header: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: String,
 }
@@ -330,6 +341,11 @@ pub struct Metrics {
     sessions_reserved: Gauge,
     signaling_rejected: Family<ReasonLabel, Counter>,
     backend_stalls: Counter,
+    /// Ingress steering (issue 13): choices, and request headers not believed.
+    ingress_selected: Family<IngressLabel, Counter>,
+    ingress_header_unmatched: Counter,
+    untrusted_header: Family<HeaderLabel, Counter>,
+    forwarded_for_malformed: Counter,
 }
 
 impl Default for Metrics {
@@ -376,6 +392,10 @@ impl Metrics {
             sessions_reserved: Gauge::default(),
             signaling_rejected: Family::default(),
             backend_stalls: Counter::default(),
+            ingress_selected: Family::default(),
+            ingress_header_unmatched: Counter::default(),
+            untrusted_header: Family::default(),
+            forwarded_for_malformed: Counter::default(),
             dispatches: Counter::default(),
             registry: Registry::default(),
         };
@@ -385,6 +405,7 @@ impl Metrics {
         m.register_dispatch_metrics(&mut registry);
         m.register_hardening_metrics(&mut registry);
         m.register_tcp_metrics(&mut registry);
+        m.register_ingress_metrics(&mut registry);
         Metrics { registry, ..m }
     }
 
@@ -581,6 +602,57 @@ impl Metrics {
             "Backend streams dropped because their uplink queue stayed full past --backend-stall-secs",
             self.backend_stalls.clone(),
         );
+    }
+
+    /// Ingress choices and the proxy headers that were not believed.
+    fn register_ingress_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "ingress_selected",
+            "New sessions by the relay ingress their answer advertises, and why it was chosen (header, cidr, default)",
+            self.ingress_selected.clone(),
+        );
+        registry.register(
+            "ingress_header_unmatched",
+            "Trusted ingress-header values that named no ingress (the request fell through to the CIDR rules)",
+            self.ingress_header_unmatched.clone(),
+        );
+        registry.register(
+            "untrusted_header",
+            "Proxy headers (X-Forwarded-For, the ingress header) ignored because the peer is not in --trusted-proxies",
+            self.untrusted_header.clone(),
+        );
+        registry.register(
+            "forwarded_for_malformed",
+            "X-Forwarded-For from a trusted proxy that did not parse (the peer address was used)",
+            self.forwarded_for_malformed.clone(),
+        );
+    }
+
+    /// A new session was steered to `ingress` for `reason`.
+    pub fn ingress_selected(&self, ingress: &str, reason: &str) {
+        self.ingress_selected
+            .get_or_create(&IngressLabel {
+                ingress: ingress.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn ingress_header_unmatched(&self) {
+        self.ingress_header_unmatched.inc();
+    }
+
+    /// `header` is a configured header name (lower case), never a client-chosen string.
+    pub fn untrusted_header(&self, header: &str) {
+        self.untrusted_header
+            .get_or_create(&HeaderLabel {
+                header: header.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn forwarded_for_malformed(&self) {
+        self.forwarded_for_malformed.inc();
     }
 
     /// A signaling request refused before admission; `reason` is a fixed word.

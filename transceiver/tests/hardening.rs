@@ -6,20 +6,14 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::{
-    http_client, http_delete, http_get, http_post_sdp, metric_sum, run_with_timeout,
-    transceiver_bin, ServerProcess, AUDIO_OFFER,
+    client_from, http_client, http_delete, http_get, http_post_sdp, metric_sum, metrics,
+    run_with_timeout, transceiver_bin, ServerProcess, AUDIO_OFFER,
 };
-
-fn metrics(server: &ServerProcess) -> String {
-    let r = http_get(&server.url("/metrics"), None);
-    assert_eq!(r.status, 200);
-    r.body
-}
 
 /// Polls the metrics until `pred` holds on them, for at most `limit`; returns the last text.
 fn wait_metrics(
@@ -46,16 +40,6 @@ fn reserved(text: &str) -> u64 {
 
 fn active(text: &str) -> u64 {
     metric_sum(text, "voxgate_sessions_active", &[])
-}
-
-/// A blocking client whose connections come from `ip` (a loopback address like 127.0.0.2).
-fn client_from(ip: &str) -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .no_proxy()
-        .local_address(ip.parse::<IpAddr>().unwrap())
-        .build()
-        .unwrap()
 }
 
 fn post_from(client: &reqwest::blocking::Client, url: &str) -> reqwest::blocking::Response {

@@ -280,3 +280,35 @@ async def test_worker_reconnects_with_backoff_and_calls_see_the_transceiver_vani
                 await caller.close()
     finally:
         await worker.close()
+
+
+async def test_dispatch_says_which_ingress_the_caller_was_steered_to_and_why(tmp_path, token):
+    # Two relay ingresses; this test's loopback peer is a trusted proxy whose header names
+    # "us" directly. No relay runs: the dispatch happens at signaling, before any media.
+    t = Transceiver(
+        "--grpc-token", token,
+        "--ingress", "eu=127.0.0.1:9", "--ingress", "us=127.0.0.1:10,[::1]:10",
+        "--ingress-header", "X-Edge-Ingress", "--ingress-header-mode", "name",
+        "--trusted-proxies", "127.0.0.1/32", log_dir=tmp_path).start()
+    pc = None
+    try:
+        from aiortc import RTCPeerConnection
+        from voxgate_harness.caller import _http
+
+        async with voxgate.Worker(t.grpc_target, token=token, sample_rate=RATE) as worker:
+            await worker.wait_registered(TIMEOUT)
+            pc = RTCPeerConnection()
+            pc.addTransceiver("audio")
+            await pc.setLocalDescription(await pc.createOffer())
+            status, headers, body = await asyncio.to_thread(
+                _http, "POST", t.signal_url + "/v1/sessions", pc.localDescription.sdp.encode(),
+                {"Content-Type": "application/sdp", "X-Edge-Ingress": "us"})
+            assert status == 201, body
+            assert "127.0.0.1 10 typ host" in body.decode(), body
+            call = await next_call(worker)
+            assert (call.ingress, call.ingress_reason) == ("us", "header")
+            await call.decline("test")
+    finally:
+        if pc is not None:
+            await pc.close()
+        t.stop()

@@ -25,13 +25,23 @@ pub struct DispatchConfig {
     pub max_attempts: u32,
 }
 
+/// What a backend is told about a session when it is offered one: the signaling metadata
+/// and the relay ingress the caller was steered to, with why (empty strings in direct mode).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub metadata: HashMap<String, String>,
+    pub ingress: String,
+    /// `header`, `cidr` or `default`.
+    pub ingress_reason: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DispatchAction {
     /// Send `WorkerCommand.dispatch` to `worker`.
     Offer {
         worker: WorkerId,
         session: SessionId,
-        metadata: HashMap<String, String>,
+        info: SessionInfo,
         attempt: u32,
     },
     /// No backend will take the session: end it.
@@ -89,7 +99,7 @@ struct Tracked {
     stage: Stage,
     attempts: u32,
     declined_by: Vec<WorkerId>,
-    metadata: HashMap<String, String>,
+    info: SessionInfo,
 }
 
 #[derive(Debug)]
@@ -149,14 +159,14 @@ impl Dispatcher {
         }
     }
 
-    pub fn new_session(&mut self, now: Instant, id: SessionId, metadata: HashMap<String, String>) {
+    pub fn new_session(&mut self, now: Instant, id: SessionId, info: SessionInfo) {
         self.sessions.insert(
             id,
             Tracked {
                 stage: Stage::Queued { since: now },
                 attempts: 0,
                 declined_by: Vec::new(),
-                metadata,
+                info,
             },
         );
         self.queue.push_back(id);
@@ -372,7 +382,7 @@ impl Dispatcher {
             let action = DispatchAction::Offer {
                 worker: worker.clone(),
                 session: id,
-                metadata: t.metadata.clone(),
+                info: t.info.clone(),
                 attempt: t.attempts,
             };
             if let Some(w) = self.workers.get_mut(&worker) {
@@ -440,7 +450,7 @@ mod tests {
             d.register(w, 2).unwrap();
         }
         for i in 0..7 {
-            d.new_session(t0, SessionId(i), HashMap::new());
+            d.new_session(t0, SessionId(i), SessionInfo::default());
         }
         let offers = offered_to(&drain(&mut d, t0));
         assert_eq!(offers.len(), 6);
@@ -466,12 +476,17 @@ mod tests {
     }
 
     #[test]
-    fn lost_worker_sessions_are_redispatched_to_others() {
+    fn lost_worker_sessions_are_redispatched_to_others_with_their_info() {
         let t0 = Instant::now();
         let mut d = Dispatcher::new(cfg());
         d.register("a", 2).unwrap();
         d.register("b", 2).unwrap();
-        d.new_session(t0, SessionId(1), HashMap::new());
+        let info = SessionInfo {
+            metadata: HashMap::from([("lang".to_string(), "en".to_string())]),
+            ingress: "eu".into(),
+            ingress_reason: "header".into(),
+        };
+        d.new_session(t0, SessionId(1), info.clone());
         let offers = offered_to(&drain(&mut d, t0));
         let first = offers[0].1.clone();
         d.attached(SessionId(1), Some(&first), 1).unwrap();
@@ -483,7 +498,7 @@ mod tests {
             vec![DispatchAction::Offer {
                 worker: other.to_string(),
                 session: SessionId(1),
-                metadata: HashMap::new(),
+                info,
                 attempt: 2
             }]
         );
@@ -494,7 +509,7 @@ mod tests {
         let t0 = Instant::now();
         let mut d = Dispatcher::new(cfg());
         d.register("a", 2).unwrap();
-        d.new_session(t0, SessionId(1), HashMap::new());
+        d.new_session(t0, SessionId(1), SessionInfo::default());
         drain(&mut d, t0);
         d.attached(SessionId(1), Some("a"), 10).unwrap();
         d.worker_gone(t0, "a");
@@ -520,7 +535,7 @@ mod tests {
         });
         d.register("a", 5).unwrap();
         d.register("b", 5).unwrap();
-        d.new_session(t0, SessionId(9), HashMap::new());
+        d.new_session(t0, SessionId(9), SessionInfo::default());
         let o = offered_to(&drain(&mut d, t0));
         d.rejected(t0, SessionId(9), &o[0].1);
         let o2 = offered_to(&drain(&mut d, t0));
@@ -543,7 +558,7 @@ mod tests {
         let t0 = Instant::now();
         let mut d = Dispatcher::new(cfg());
         d.register("only", 5).unwrap();
-        d.new_session(t0, SessionId(1), HashMap::new());
+        d.new_session(t0, SessionId(1), SessionInfo::default());
         for attempt in 1..=3 {
             let o = drain(&mut d, t0);
             assert_eq!(
@@ -565,7 +580,7 @@ mod tests {
     fn queued_session_ends_after_the_dispatch_timeout() {
         let t0 = Instant::now();
         let mut d = Dispatcher::new(cfg());
-        d.new_session(t0, SessionId(1), HashMap::new());
+        d.new_session(t0, SessionId(1), SessionInfo::default());
         assert!(drain(&mut d, t0).is_empty());
         assert_eq!(d.next_deadline(), Some(t0 + Duration::from_secs(10)));
         assert_eq!(
@@ -580,7 +595,7 @@ mod tests {
     fn direct_attach_takes_a_queued_session_and_a_second_owner_is_refused() {
         let t0 = Instant::now();
         let mut d = Dispatcher::new(cfg());
-        d.new_session(t0, SessionId(1), HashMap::new());
+        d.new_session(t0, SessionId(1), SessionInfo::default());
         d.attached(SessionId(1), None, 1).unwrap();
         assert_eq!(d.queued(), 0);
         assert_eq!(
@@ -611,7 +626,7 @@ mod tests {
         d.register("busy", 10).unwrap();
         d.register("idle", 10).unwrap();
         d.load("busy", 9, 0);
-        d.new_session(t0, SessionId(1), HashMap::new());
+        d.new_session(t0, SessionId(1), SessionInfo::default());
         let o = offered_to(&drain(&mut d, t0));
         assert_eq!(o[0].1, "idle");
     }

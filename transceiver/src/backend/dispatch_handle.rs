@@ -4,7 +4,7 @@
 //! This is the only part of the backend side the control plane depends on, the way a media
 //! loop's `LoopHandle` is the only part of a loop it holds.
 
-use std::collections::HashMap;
+use crate::backend::dispatch::SessionInfo;
 
 use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
@@ -38,7 +38,7 @@ pub enum DispatchMsg {
     },
     NewSession {
         id: SessionId,
-        metadata: HashMap<String, String>,
+        info: SessionInfo,
     },
     Attached {
         id: SessionId,

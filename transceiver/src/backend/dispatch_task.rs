@@ -84,9 +84,7 @@ impl DispatchTask {
                     self.dispatcher.worker_gone(now, &worker);
                 }
             }
-            DispatchMsg::NewSession { id, metadata } => {
-                self.dispatcher.new_session(now, id, metadata)
-            }
+            DispatchMsg::NewSession { id, info } => self.dispatcher.new_session(now, id, info),
             DispatchMsg::Attached {
                 id,
                 worker,
@@ -119,14 +117,16 @@ impl DispatchTask {
                 DispatchAction::Offer {
                     worker,
                     session,
-                    metadata,
+                    info,
                     attempt,
                 } => {
                     let cmd = WorkerCommand {
                         kind: Some(worker_command::Kind::Dispatch(Dispatch {
                             session_id: session.to_string(),
-                            metadata,
+                            metadata: info.metadata,
                             attempt,
+                            ingress: info.ingress,
+                            ingress_reason: info.ingress_reason,
                         })),
                     };
                     self.control.metrics.dispatched();

@@ -10,6 +10,9 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use voxgate_proto::hint::FleetKey;
 
+use crate::control::client_origin::ProxyTrust;
+use crate::control::ingress::{self, IngressError, IngressSelector, IngressSpec};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -210,6 +213,57 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_BODY_TIMEOUT_SECS", default_value_t = 10)]
     pub body_timeout_secs: u64,
 
+    // ---- Request-steered relay ingress and trusted proxies (issue 13) ----
+    /// A named relay ingress, NAME=ADDR[,ADDR...] (IPv4 and/or IPv6 relay public addresses,
+    /// e.g. `eu=198.51.100.10:3478,[2001:db8::10]:3478`). Repeatable; each new session's answer
+    /// advertises the addresses of one ingress, chosen per request (see --ingress-header,
+    /// --ingress-cidr, --ingress-default). In VOXGATE_INGRESS, separate entries with `;`.
+    /// Cannot be combined with --advertise (which is the single ingress `default`).
+    #[arg(long = "ingress", env = "VOXGATE_INGRESS", value_delimiter = ';',
+          value_parser = ingress::parse_named_addrs)]
+    pub ingresses: Vec<(String, Vec<SocketAddr>)>,
+
+    /// Where an ingress's relays accept ICE over TCP, NAME=ADDR[,ADDR...], when not at its UDP
+    /// addresses (the default, as a relay's --tcp-listen defaults to its UDP address), e.g.
+    /// `eu=198.51.100.10:443`. Repeatable; `;` between entries in VOXGATE_INGRESS_TCP.
+    #[arg(long = "ingress-tcp", env = "VOXGATE_INGRESS_TCP", value_delimiter = ';',
+          value_parser = ingress::parse_named_addrs)]
+    pub ingress_tcp: Vec<(String, Vec<SocketAddr>)>,
+
+    /// Request header that steers the ingress, set by a trusted proxy in front of signaling
+    /// (e.g. `CF-IPCountry`). Read only from --trusted-proxies peers; from anyone else it is
+    /// ignored and counted (voxgate_untrusted_header_total).
+    #[arg(long, env = "VOXGATE_INGRESS_HEADER")]
+    pub ingress_header: Option<String>,
+
+    /// How the --ingress-header value is read: `country` (an ISO country code looked up in
+    /// --ingress-country; the default) or `name` (the name of an ingress).
+    #[arg(long, env = "VOXGATE_INGRESS_HEADER_MODE", value_enum)]
+    pub ingress_header_mode: Option<ingress::HeaderMode>,
+
+    /// Country → ingress for --ingress-header in country mode, CC=NAME (e.g. `DE=eu`).
+    /// Repeatable or comma separated. A code not in the table falls through to the CIDR rules.
+    #[arg(long = "ingress-country", env = "VOXGATE_INGRESS_COUNTRY", value_delimiter = ',',
+          value_parser = ingress::parse_country_rule)]
+    pub ingress_countries: Vec<(String, String)>,
+
+    /// Client network → ingress, CIDR=NAME (e.g. `203.0.113.0/24=us`, `2001:db8::/32=eu`),
+    /// applied when the header chose nothing. Longest prefix wins. Repeatable or comma
+    /// separated. The client IP is the peer's, or X-Forwarded-For's from a trusted proxy.
+    #[arg(long = "ingress-cidr", env = "VOXGATE_INGRESS_CIDR", value_delimiter = ',',
+          value_parser = ingress::parse_cidr_rule)]
+    pub ingress_cidrs: Vec<(ipnet::IpNet, String)>,
+
+    /// Ingress for requests no rule matched. Default: the first --ingress.
+    #[arg(long, env = "VOXGATE_INGRESS_DEFAULT")]
+    pub ingress_default: Option<String>,
+
+    /// Networks (CIDRs, comma separated) of the proxies / load balancers in front of
+    /// signaling. Only requests from these may set the client IP (X-Forwarded-For, rightmost
+    /// hop not in this list) and the --ingress-header. Default: none (every peer is a client).
+    #[arg(long, env = "VOXGATE_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_net)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+
     // ---- ICE over TCP (issue 13) ----
     /// Each media loop's own ICE-TCP listener (passive candidates, RFC 4571 framing) for
     /// clients whose networks block UDP: `same` (the loop's UDP IP:port), `off`, or an
@@ -217,9 +271,9 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_TCP_LISTEN", default_value = "same", value_parser = parse_tcp_listen)]
     pub tcp_listen: TcpListen,
 
-    /// Addresses put in the answer's passive TCP candidates, comma separated, used as-is for
-    /// every loop (a relay's public TCP address). Default: the --advertise addresses, or each
-    /// loop's own TCP listener when --advertise is not set.
+    /// With --advertise: the relays' public TCP addresses for the answer's passive TCP
+    /// candidates, comma separated (default: the --advertise addresses, as a relay's TCP
+    /// listener defaults to its UDP IP:port). With --ingress use --ingress-tcp instead.
     #[arg(long, env = "VOXGATE_ADVERTISE_TCP", value_delimiter = ',')]
     pub advertise_tcp: Vec<SocketAddr>,
 
@@ -328,6 +382,8 @@ pub enum ConfigError {
     },
     #[error("--post-rate-per-ip must be a finite number >= 0")]
     BadPostRate,
+    #[error("{0}")]
+    Ingress(#[from] IngressError),
 }
 
 /// Where the fleet key came from: relays can only decode hints of a shared key.
@@ -388,19 +444,10 @@ impl Config {
         }
     }
 
-    /// The TCP candidates for every loop when they do not depend on the loop: explicit
-    /// `--advertise-tcp`, else the `--advertise` addresses (a relay's TCP listener defaults to
-    /// its UDP IP:port). `None`: each loop's own listener.
-    pub fn advertise_tcp(&self) -> Option<Vec<SocketAddr>> {
-        if self.no_advertise_tcp {
-            Some(Vec::new())
-        } else if !self.advertise_tcp.is_empty() {
-            Some(self.advertise_tcp.clone())
-        } else if !self.advertise.is_empty() {
-            Some(self.advertise.clone())
-        } else {
-            None
-        }
+    /// Whether answers carry passive TCP candidates at all (`--no-advertise-tcp` turns them
+    /// off).
+    pub fn advertise_tcp_candidates(&self) -> bool {
+        !self.no_advertise_tcp
     }
 
     /// The IP written into routing hints.
@@ -520,6 +567,42 @@ impl Config {
         Duration::from_secs(self.connect_timeout_secs.max(1))
     }
 
+    /// The validated ingress map and its rules; `None` in direct mode (each loop advertises
+    /// its own socket). `--advertise` is the single ingress `default`.
+    pub fn ingress_selector(&self) -> Result<Option<IngressSelector>, ConfigError> {
+        let ingresses = match (self.advertise.is_empty(), self.ingresses.is_empty()) {
+            (false, false) => return Err(IngressError::AdvertiseAndIngress.into()),
+            (false, true) => vec![("default".to_string(), self.advertise.clone())],
+            (true, _) => self.ingresses.clone(),
+        };
+        // `--advertise-tcp` is `--ingress-tcp` for the ingress `--advertise` makes.
+        let mut tcp_overrides = self.ingress_tcp.clone();
+        if !self.advertise_tcp.is_empty() {
+            if self.advertise.is_empty() {
+                return Err(IngressError::NoIngressMap("--advertise-tcp").into());
+            }
+            tcp_overrides.push(("default".to_string(), self.advertise_tcp.clone()));
+        }
+        let spec = IngressSpec {
+            ingresses,
+            tcp_overrides,
+            header: self.ingress_header.clone(),
+            header_mode: self.ingress_header_mode,
+            countries: self.ingress_countries.clone(),
+            cidrs: self.ingress_cidrs.clone(),
+            default: self.ingress_default.clone(),
+        };
+        Ok(IngressSelector::from_spec(&spec)?)
+    }
+
+    /// Which signaling peers are proxies whose X-Forwarded-For and ingress header count.
+    pub fn proxy_trust(&self, selector: Option<&IngressSelector>) -> ProxyTrust {
+        ProxyTrust::new(
+            self.trusted_proxies.clone(),
+            selector.and_then(|s| s.header().cloned()),
+        )
+    }
+
     pub fn fleet_key(&self) -> Result<(FleetKey, KeySource), ConfigError> {
         if let Some(hex) = &self.fleet_key {
             return Ok((FleetKey::from_hex(self.fleet_key_id, hex)?, KeySource::Flag));
@@ -594,6 +677,100 @@ mod tests {
     fn advertise_takes_a_comma_list() {
         let c = parse(&["--advertise", "10.0.0.1:3478,[::1]:3478"]);
         assert_eq!(c.advertise.len(), 2);
+    }
+
+    #[test]
+    fn ingress_flags_build_a_selector_and_env_takes_semicolons() {
+        let c = parse(&[
+            "--ingress",
+            "eu=198.51.100.10:3478,[2001:db8::10]:3478",
+            "--ingress",
+            "us=203.0.113.10:3478",
+            "--ingress-tcp",
+            "us=203.0.113.10:443",
+            "--ingress-header",
+            "CF-IPCountry",
+            "--ingress-country",
+            "DE=eu,US=us",
+            "--ingress-cidr",
+            "192.0.2.0/24=us",
+            "--ingress-default",
+            "us",
+            "--trusted-proxies",
+            "10.0.0.0/8",
+        ]);
+        let s = c.ingress_selector().unwrap().expect("an ingress map");
+        assert_eq!(s.ingresses().len(), 2);
+        assert_eq!(s.ingresses()[0].udp.len(), 2);
+        assert_eq!(
+            s.ingresses()[1].tcp,
+            vec!["203.0.113.10:443".parse().unwrap()]
+        );
+        assert_eq!(&*s.default_ingress().name, "us");
+        assert_eq!(s.header().map(|h| h.as_str()), Some("cf-ipcountry"));
+        assert_eq!(c.trusted_proxies.len(), 1);
+        // The environment twin separates entries with ';' (addresses use ',').
+        let c = Config::try_parse_from([
+            "transceiver",
+            "--ingress",
+            "eu=192.0.2.1:3478;us=192.0.2.2:3478,[::1]:3478",
+        ])
+        .unwrap();
+        assert_eq!(c.ingresses.len(), 2);
+        assert_eq!(c.ingresses[1].1.len(), 2);
+    }
+
+    #[test]
+    fn advertise_is_the_default_ingress_and_excludes_ingress() {
+        let c = parse(&["--advertise", "192.0.2.1:3478"]);
+        let s = c.ingress_selector().unwrap().unwrap();
+        assert_eq!(&*s.default_ingress().name, "default");
+        assert_eq!(s.default_ingress().tcp, s.default_ingress().udp);
+        assert!(
+            parse(&[]).ingress_selector().unwrap().is_none(),
+            "direct mode"
+        );
+        let c = parse(&[
+            "--advertise",
+            "192.0.2.1:3478",
+            "--ingress",
+            "eu=192.0.2.2:3478",
+        ]);
+        let err = c.ingress_selector().unwrap_err().to_string();
+        assert!(err.contains("--advertise and --ingress"), "{err}");
+    }
+
+    #[test]
+    fn ingress_rule_errors_name_the_flag() {
+        let err = parse(&[
+            "--ingress",
+            "eu=192.0.2.1:3478",
+            "--ingress-cidr",
+            "10.0.0.0/8=us",
+        ])
+        .ingress_selector()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("--ingress-cidr") && err.contains("\"us\""),
+            "{err}"
+        );
+        let err = parse(&["--ingress-default", "eu"])
+            .ingress_selector()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--ingress-default needs --ingress"), "{err}");
+        for bad in [
+            ["--ingress", "eu"],
+            ["--ingress-cidr", "10.0.0.0/40=eu"],
+            ["--trusted-proxies", "10.0.0.0/40"],
+            ["--ingress-country", "Germany=eu"],
+            ["--ingress-header-mode", "city"],
+        ] {
+            let mut v = vec!["transceiver"];
+            v.extend_from_slice(&bad);
+            assert!(Config::try_parse_from(v).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The control plane: configuration, signaling, admission and the session index.
 //!
 //! Owns: the process configuration ([`config`]), the WHIP-shaped HTTP edge ([`signaling`]), offer
-//! validation ([`offer`]), the session → loop index with admission ([`registry`]), and the
+//! validation ([`offer`]), who a request really comes from behind trusted proxies
+//! ([`client_origin`]), which relay ingress a new session advertises ([`ingress`]), the session → loop index with admission ([`registry`]), and the
 //! [`plane::ControlPlane`] that ties them together and runs on the tokio runtime.
 //!
 //! May call: [`crate::media`] only through its handles (`LoopHandle` commands, `LoopEvent`s
@@ -11,11 +12,14 @@
 //! [`crate::auth`] and [`crate::metrics`]. Never the gRPC edge or the dispatcher task: they
 //! call the control plane, not the other way round.
 //!
-//! Data flow: `POST /v1/sessions` → [`signaling`] (auth, content type) → [`plane`]
-//! ([`offer`] checks, [`registry`] reserves a loop, mint the ufrag, str0m answers) → the loop's
+//! Data flow: `POST /v1/sessions` → [`signaling`] (auth, content type, [`client_origin`]) →
+//! [`plane`] ([`offer`] checks, [`registry`] reserves a loop, [`ingress`] picks the relay
+//! addresses, mint the ufrag, str0m answers) → the loop's
 //! command queue; the loop's end events come back to [`plane::ControlPlane::run_events`].
 
+pub mod client_origin;
 pub mod config;
+pub mod ingress;
 pub mod offer;
 pub mod plane;
 pub mod rate_limit;

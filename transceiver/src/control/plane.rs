@@ -15,7 +15,9 @@ use voxgate_proto::hint::{self, FleetKey, MintTime, RoutingHint, NONCE_LEN};
 
 use std::collections::HashMap;
 
+use crate::backend::dispatch::SessionInfo;
 use crate::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
+use crate::control::ingress::{IngressChoice, IngressSelector};
 use crate::control::offer::{validate_offer, OfferError};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
@@ -74,6 +76,18 @@ impl ControlError {
 pub struct Created {
     pub id: SessionId,
     pub answer: String,
+    /// The relay ingress the answer advertises (`None` in direct mode).
+    pub ingress: Option<IngressChoice>,
+}
+
+/// What the signaling edge learned about who asks for a new session.
+#[derive(Debug, Clone, Default)]
+pub struct Requester {
+    /// The client IP per-IP limits and ingress CIDR rules apply to (the peer's, or the one a
+    /// trusted proxy forwarded).
+    pub client: Option<IpAddr>,
+    /// The ingress header's value, when a trusted proxy sent it.
+    pub ingress_value: Option<String>,
 }
 
 pub struct ControlPlaneConfig {
@@ -81,10 +95,11 @@ pub struct ControlPlaneConfig {
     pub cluster_id: u32,
     /// The IP relays reach the loops at (the hint carries it with each loop's port).
     pub internal_ip: std::net::IpAddr,
-    /// Candidates for every loop; empty = each loop's own socket address.
-    pub advertise: Vec<SocketAddr>,
-    /// TCP candidates for every loop; `None` = each loop's own TCP listener (if any).
-    pub advertise_tcp: Option<Vec<SocketAddr>>,
+    /// The relay ingresses and the rule choosing one per request; `None` = each loop
+    /// advertises its own socket address (direct mode).
+    pub ingress: Option<IngressSelector>,
+    /// Whether answers carry passive TCP candidates (`--no-advertise-tcp` clears them).
+    pub advertise_tcp: bool,
     pub connect_timeout: Duration,
     pub max_sessions: usize,
     pub encoder: EncoderSettings,
@@ -182,19 +197,48 @@ impl ControlPlane {
         self.draining.store(true, Ordering::Relaxed);
     }
 
-    fn candidates_for(&self, loop_index: usize) -> Candidates {
-        let own = &self.loops[loop_index];
-        Candidates {
-            udp: if self.config.advertise.is_empty() {
-                vec![own.local_addr]
-            } else {
-                self.config.advertise.clone()
-            },
-            tcp: match &self.config.advertise_tcp {
-                Some(tcp) => tcp.clone(),
-                None => own.tcp_addr.into_iter().collect(),
-            },
+    /// The answer's candidates: the steered ingress's relay addresses, or in direct mode the
+    /// loop's own UDP socket and ICE-TCP listener.
+    fn candidates_for(
+        &self,
+        loop_index: usize,
+        requester: &Requester,
+    ) -> (Candidates, Option<IngressChoice>) {
+        let Some(selector) = &self.config.ingress else {
+            let own = &self.loops[loop_index];
+            let candidates = Candidates {
+                udp: vec![own.local_addr],
+                tcp: own.tcp_addr.into_iter().collect(),
+            };
+            return (self.with_tcp_policy(candidates), None);
+        };
+        let selection = selector.select(requester.ingress_value.as_deref(), requester.client);
+        if selection.header_unmatched {
+            self.metrics.ingress_header_unmatched();
         }
+        let ingress = selector.ingress(selection.index);
+        let candidates = self.with_tcp_policy(Candidates {
+            udp: ingress.udp.clone(),
+            tcp: ingress.tcp.clone(),
+        });
+        let choice = IngressChoice {
+            name: ingress.name.clone(),
+            reason: selection.reason,
+        };
+        (candidates, Some(choice))
+    }
+
+    /// Drops the TCP candidates when `--no-advertise-tcp` says so.
+    fn with_tcp_policy(&self, mut candidates: Candidates) -> Candidates {
+        if !self.config.advertise_tcp {
+            candidates.tcp.clear();
+        }
+        candidates
+    }
+
+    /// The ingress session `id`'s answer advertised, if it is live and one was chosen.
+    pub fn ingress_of(&self, id: SessionId) -> Option<IngressChoice> {
+        self.registry.ingress_of(id)
     }
 
     /// Mints fresh ICE credentials whose ufrag routes to `loop_index`.
@@ -214,15 +258,17 @@ impl ControlPlane {
         (ufrag, random_ice_password())
     }
 
-    /// Admits and answers a new session. `client` is the peer's IP (per-IP limits apply when
-    /// given). Every await point may be the last (hyper drops the future of a request whose
-    /// client left): the reservation guard then gives the slot back.
+    /// Admits and answers a new session. `requester.client` is the client's IP (per-IP limits
+    /// apply when given); with the ingress header's value it steers the relay ingress. Every
+    /// await point may be the last (hyper drops the future of a request whose client left):
+    /// the reservation guard then gives the slot back.
     pub async fn create(
         &self,
         body: &[u8],
         metadata: HashMap<String, String>,
-        client: Option<IpAddr>,
+        requester: &Requester,
     ) -> Result<Created, ControlError> {
+        let client = requester.client;
         if self.is_draining() {
             return Err(ControlError::Draining);
         }
@@ -259,12 +305,13 @@ impl ControlPlane {
         let loop_index = reservation.loop_index;
         let id = SessionId::random();
         let (ufrag, pass) = self.mint_credentials(loop_index);
+        let (candidates, ingress) = self.candidates_for(loop_index, requester);
         let params = SessionParams {
             id,
             ufrag,
             pass,
             cert: self.cert.clone(),
-            candidates: self.candidates_for(loop_index),
+            candidates,
             connect_timeout: self.config.connect_timeout,
             max_duration: self.config.max_session,
             audio_mid: summary.audio_mid,
@@ -293,17 +340,40 @@ impl ControlPlane {
         }
         // Commit before awaiting: the loop may end the session (and report it) at any time
         // after inserting it.
-        self.registry.commit(reservation, id);
+        self.registry.commit(reservation, id, ingress.clone());
         if rx.await.is_err() {
             self.registry.remove(id);
             return Err(ControlError::Internal("media loop stopped".into()));
         }
         self.metrics.session_created();
+        let (ingress_name, ingress_reason) = match &ingress {
+            Some(c) => {
+                self.metrics.ingress_selected(&c.name, c.reason.as_str());
+                (c.name.to_string(), c.reason.as_str())
+            }
+            None => (String::new(), ""),
+        };
+        tracing::info!(
+            session = %id,
+            loop_index,
+            client = ?client,
+            ingress = %ingress_name,
+            ingress_reason,
+            "session created"
+        );
+        let info = SessionInfo {
+            metadata,
+            ingress: ingress_name,
+            ingress_reason: ingress_reason.to_string(),
+        };
         self.dispatch
-            .send(DispatchMsg::NewSession { id, metadata })
+            .send(DispatchMsg::NewSession { id, info })
             .await;
-        tracing::info!(session = %id, loop_index, "session created");
-        Ok(Created { id, answer })
+        Ok(Created {
+            id,
+            answer,
+            ingress,
+        })
     }
 
     pub async fn delete(&self, id: SessionId) -> Result<(), ControlError> {

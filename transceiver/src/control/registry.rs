@@ -15,13 +15,23 @@ use std::sync::Mutex;
 
 use prometheus_client::metrics::gauge::Gauge;
 
+use crate::control::ingress::IngressChoice;
 use crate::control::rate_limit::client_key;
 use crate::media::session::SessionId;
 
+/// What the index knows of a live session.
+#[derive(Debug)]
+struct Entry {
+    loop_index: usize,
+    /// The client key its per-IP count is held under.
+    client: Option<IpAddr>,
+    /// The relay ingress its answer advertised (`None` in direct mode).
+    ingress: Option<IngressChoice>,
+}
+
 #[derive(Debug)]
 struct Inner {
-    /// Session → (loop, client key).
-    sessions: HashMap<SessionId, (usize, Option<IpAddr>)>,
+    sessions: HashMap<SessionId, Entry>,
     per_loop: Vec<usize>,
     /// Sessions and open reservations per client key (IPv4 address or IPv6 /64).
     per_client: HashMap<IpAddr, usize>,
@@ -150,25 +160,35 @@ impl Registry {
         })
     }
 
-    pub fn commit(&self, mut r: Reservation<'_>, id: SessionId) {
+    pub fn commit(&self, mut r: Reservation<'_>, id: SessionId, ingress: Option<IngressChoice>) {
         let mut g = self.lock();
         g.reserved -= 1;
-        g.sessions.insert(id, (r.loop_index, r.client));
+        let entry = Entry {
+            loop_index: r.loop_index,
+            client: r.client,
+            ingress,
+        };
+        g.sessions.insert(id, entry);
         r.committed = true;
         self.held_gauge.set(g.held() as i64);
     }
 
     pub fn loop_of(&self, id: SessionId) -> Option<usize> {
-        self.lock().sessions.get(&id).map(|(l, _)| *l)
+        self.lock().sessions.get(&id).map(|e| e.loop_index)
+    }
+
+    /// The ingress session `id` was steered to (`None` if unknown or in direct mode).
+    pub fn ingress_of(&self, id: SessionId) -> Option<IngressChoice> {
+        self.lock().sessions.get(&id)?.ingress.clone()
     }
 
     /// Forgets an ended session; returns whether it was known.
     pub fn remove(&self, id: SessionId) -> bool {
         let mut g = self.lock();
         let known = match g.sessions.remove(&id) {
-            Some((l, client)) => {
-                g.per_loop[l] -= 1;
-                g.release_client(client);
+            Some(e) => {
+                g.per_loop[e.loop_index] -= 1;
+                g.release_client(e.client);
                 true
             }
             None => false,
@@ -205,8 +225,8 @@ mod tests {
         let a = r.reserve(None, |_| true).unwrap();
         let b = r.reserve(None, |_| true).unwrap();
         assert_ne!(a.loop_index, b.loop_index);
-        r.commit(a, SessionId(1));
-        r.commit(b, SessionId(2));
+        r.commit(a, SessionId(1), None);
+        r.commit(b, SessionId(2), None);
         assert_eq!(r.len(), 2);
         assert!(r.remove(SessionId(1)));
         assert!(!r.remove(SessionId(1)));
@@ -252,7 +272,7 @@ mod tests {
         let a = r.reserve(None, |_| true).unwrap();
         let b = r.reserve(None, |_| true).unwrap();
         assert_eq!(g.get(), 2);
-        r.commit(a, SessionId(1));
+        r.commit(a, SessionId(1), None);
         assert_eq!(g.get(), 2);
         drop(b);
         assert_eq!(g.get(), 1);
@@ -266,7 +286,7 @@ mod tests {
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         let other: IpAddr = "10.0.0.2".parse().unwrap();
         let a = r.reserve(Some(ip), |_| true).unwrap();
-        r.commit(a, SessionId(1));
+        r.commit(a, SessionId(1), None);
         let _b = r.reserve(Some(ip), |_| true).unwrap();
         assert_eq!(
             r.reserve(Some(ip), |_| true).unwrap_err(),

@@ -23,7 +23,8 @@ use axum::{Json, Router};
 use tower_http::cors::CorsLayer;
 
 use crate::auth::Authenticator;
-use crate::control::plane::{ControlError, ControlPlane};
+use crate::control::client_origin::ProxyTrust;
+use crate::control::plane::{ControlError, ControlPlane, Requester};
 use crate::control::signaling_server::peer_addr;
 use crate::media::session::SessionId;
 
@@ -39,7 +40,13 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// Absolute base URL for `Location` (no trailing slash), or `None` for a relative one.
     pub public_url: Option<Arc<str>>,
+    /// Which peers are proxies whose X-Forwarded-For and ingress header are believed.
+    pub proxy_trust: Arc<ProxyTrust>,
 }
+
+/// Response headers of a `201` that name the chosen relay ingress and why.
+const INGRESS_HEADER: &str = "x-voxgate-ingress";
+const INGRESS_REASON_HEADER: &str = "x-voxgate-ingress-reason";
 
 /// Metadata a per-call token carried, handed from the auth check to the handler.
 #[derive(Clone, Default)]
@@ -63,7 +70,11 @@ pub fn router(state: AppState) -> Router {
         .allow_origin(tower_http::cors::Any)
         .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
         .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
-        .expose_headers([header::LOCATION]);
+        .expose_headers([
+            header::LOCATION,
+            header::HeaderName::from_static(INGRESS_HEADER),
+            header::HeaderName::from_static(INGRESS_REASON_HEADER),
+        ]);
     Router::new()
         .route("/", get(|| async { Html(INDEX_HTML) }))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -244,8 +255,8 @@ async fn create_session(
     };
     // What the application signed into a per-call token wins over what the client sent.
     metadata.extend(granted);
-    let client = peer_addr(&extensions).map(|a| a.ip());
-    let created = match state.control.create(&body, metadata, client).await {
+    let requester = requester(&state, &extensions, &headers);
+    let created = match state.control.create(&body, metadata, &requester).await {
         Ok(c) => c,
         Err(e) => {
             if let Some(reason) = e.refusal_reason() {
@@ -259,7 +270,7 @@ async fn create_session(
         state.public_url.as_deref().unwrap_or(""),
         created.id
     );
-    Ok((
+    let mut resp = (
         StatusCode::CREATED,
         [
             (header::LOCATION, location),
@@ -267,7 +278,44 @@ async fn create_session(
         ],
         created.answer,
     )
-        .into_response())
+        .into_response();
+    if let Some(choice) = &created.ingress {
+        // Names are checked at start-up (A-Z a-z 0-9 - _), so they are valid header values.
+        if let Ok(v) = HeaderValue::from_str(&choice.name) {
+            resp.headers_mut().insert(INGRESS_HEADER, v);
+        }
+        resp.headers_mut().insert(
+            INGRESS_REASON_HEADER,
+            HeaderValue::from_static(choice.reason.as_str()),
+        );
+    }
+    Ok(resp)
+}
+
+/// Who asks, judged by [`ProxyTrust`]: the client IP for per-IP limits and CIDR rules, and the
+/// ingress header's value, both believed only from a trusted proxy. What was not believed is
+/// counted.
+fn requester(
+    state: &AppState,
+    extensions: &axum::http::Extensions,
+    headers: &HeaderMap,
+) -> Requester {
+    let Some(peer) = peer_addr(extensions) else {
+        return Requester::default();
+    };
+    let origin = state.proxy_trust.resolve(peer.ip(), headers);
+    let metrics = &state.control.metrics;
+    for h in &origin.untrusted_headers {
+        metrics.untrusted_header(h.as_str());
+    }
+    if origin.forwarded_for_malformed {
+        metrics.forwarded_for_malformed();
+        tracing::debug!(%peer, "malformed X-Forwarded-For from a trusted proxy; using the peer address");
+    }
+    Requester {
+        client: Some(origin.client),
+        ingress_value: origin.ingress_value,
+    }
 }
 
 async fn patch_session(
@@ -307,8 +355,25 @@ async fn get_session(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ControlError> {
-    let snap = state.control.snapshot(parse_id(&id)?).await?;
-    Ok(Json(snap).into_response())
+    let id = parse_id(&id)?;
+    let snap = state.control.snapshot(id).await?;
+    let ingress = state.control.ingress_of(id);
+    Ok(Json(SessionView {
+        snapshot: snap,
+        ingress: ingress.as_ref().map(|c| &*c.name),
+        ingress_reason: ingress.as_ref().map(|c| c.reason.as_str()),
+    })
+    .into_response())
+}
+
+/// `GET /v1/sessions/{id}`: the loop's snapshot plus what the control plane decided.
+#[derive(serde::Serialize)]
+struct SessionView<'a> {
+    #[serde(flatten)]
+    snapshot: crate::media::session::SessionSnapshot,
+    /// The relay ingress the answer advertised (`null` in direct mode), and why.
+    ingress: Option<&'a str>,
+    ingress_reason: Option<&'static str>,
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {

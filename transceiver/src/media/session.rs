@@ -83,8 +83,10 @@ pub enum Route {
     Unrouted,
 }
 
-/// The addresses a session advertises as its ICE candidates: UDP host candidates, and passive
-/// TCP host candidates (RFC 6544) beside them. Decided per session by the control plane.
+/// The addresses a session advertises as its ICE candidates, by transport: UDP host candidates
+/// (a relay ingress's public addresses, or the loop's own socket), and passive TCP host
+/// candidates (RFC 6544) beside them (the ingress's relay TCP ports, or the loop's own
+/// listener). Decided per session by the control plane.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Candidates {
     pub udp: Vec<SocketAddr>,

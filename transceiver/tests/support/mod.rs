@@ -377,6 +377,23 @@ fn with_token(
     }
 }
 
+/// A blocking client whose connections come from `ip` (a loopback address like 127.0.0.2).
+pub fn client_from(ip: &str) -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .no_proxy()
+        .local_address(ip.parse::<IpAddr>().expect("an IP address"))
+        .build()
+        .expect("build reqwest blocking client")
+}
+
+/// The server's `/metrics` text.
+pub fn metrics(server: &ServerProcess) -> String {
+    let r = http_get(&server.url("/metrics"), None);
+    assert_eq!(r.status, 200, "GET /metrics");
+    r.body
+}
+
 pub fn http_get(url: &str, token: Option<&str>) -> HttpResponse {
     read_response("GET", url, with_token(http_client().get(url), token).send())
 }
@@ -588,13 +605,6 @@ pub fn drive_until(
         }
     }
     false
-}
-
-/// The server's `/metrics` text.
-pub fn metrics(server: &ServerProcess) -> String {
-    let r = http_get(&server.url("/metrics"), None);
-    assert_eq!(r.status, 200);
-    r.body
 }
 
 /// Polls `/metrics` until the sum of `name{labels}` reaches `want` (15 s at most); returns it.

@@ -72,6 +72,8 @@ class Call:
         metadata: Mapping[str, str],
         attempt: int,
         worker_id: str,
+        ingress: str = "",
+        ingress_reason: str = "",
         target: str,
         stub: pb_grpc.BridgeStub,
         auth: tuple[tuple[str, str], ...],
@@ -86,6 +88,12 @@ class Call:
         self.metadata: dict[str, str] = dict(metadata)
         #: 1 for the first dispatch, 2 after a worker was lost or declined, ...
         self.attempt = attempt
+        #: The relay ingress the caller was told to send media to (a name from the
+        #: transceiver's --ingress map), "" when the transceiver runs without relays.
+        self.ingress = ingress
+        #: Why that ingress: "header" (a trusted proxy's header), "cidr" (the caller's
+        #: network) or "default"; "" without relays.
+        self.ingress_reason = ingress_reason
         #: The transceiver this call lives on.
         self.target = target
         self.sample_rate = sample_rate

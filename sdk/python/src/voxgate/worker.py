@@ -223,6 +223,7 @@ class Worker:
         call = Call(
             session_id=dispatch.session_id, metadata=dispatch.metadata,
             attempt=dispatch.attempt, worker_id=self.worker_id, target=link.target,
+            ingress=dispatch.ingress, ingress_reason=dispatch.ingress_reason,
             stub=link.stub, auth=self._auth, sample_rate=self.sample_rate, mode=self.mode,
             progress_interval_ms=self.progress_interval_ms, reject=reject,
             on_done=self._call_done)
