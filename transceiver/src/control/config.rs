@@ -741,6 +741,28 @@ mod tests {
     }
 
     #[test]
+    fn advertise_tcp_is_the_tcp_of_the_advertise_ingress_only() {
+        let c = parse(&[
+            "--advertise",
+            "192.0.2.1:3478",
+            "--advertise-tcp",
+            "192.0.2.1:443",
+        ]);
+        let s = c.ingress_selector().unwrap().unwrap();
+        assert_eq!(
+            s.default_ingress().tcp,
+            vec!["192.0.2.1:443".parse().unwrap()]
+        );
+        let err = parse(&["--advertise-tcp", "192.0.2.1:443"])
+            .ingress_selector()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--advertise-tcp needs --ingress"), "{err}");
+        assert!(parse(&[]).advertise_tcp_candidates());
+        assert!(!parse(&["--no-advertise-tcp"]).advertise_tcp_candidates());
+    }
+
+    #[test]
     fn ingress_rule_errors_name_the_flag() {
         let err = parse(&[
             "--ingress",
