@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
+use voxgate_proto::rfc4571;
 use voxgate_proto::{
     is_relay_framed, looks_like_stun, mint, Direction, FleetKey, MintTime, RelayHeader, RoutingHint,
 };
@@ -266,18 +267,12 @@ fn open_tcp_flow(
     probe: &[u8],
     txid: [u8; 12],
 ) -> anyhow::Result<(std::net::TcpStream, Duration)> {
-    use std::io::{Read as _, Write as _};
     let t0 = Instant::now();
     let mut c = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(3))?;
     c.set_nodelay(true)?;
     c.set_read_timeout(Some(Duration::from_secs(3)))?;
-    let mut framed = (probe.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(probe);
-    c.write_all(&framed)?;
-    let mut prefix = [0u8; 2];
-    c.read_exact(&mut prefix)?;
-    let mut answer = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
-    c.read_exact(&mut answer)?;
+    rfc4571::write_frame(&mut c, probe)?;
+    let answer = rfc4571::read_frame(&mut c)?;
     let setup = t0.elapsed();
     if answer.len() < 20 || answer[8..20] != txid {
         bail!("unexpected answer to the TCP flow's STUN check");
@@ -449,14 +444,17 @@ fn write_frames(
     seq: &mut u16,
 ) -> (u64, u64) {
     use std::io::Write as _;
-    let mut buf = [0u8; BURST * (2 + 1500)];
-    let per = 2 + size;
+    let mut buf = [0u8; BURST * (rfc4571::PREFIX_LEN + 1500)];
+    let per = rfc4571::PREFIX_LEN + size;
+    let Ok(prefix) = rfc4571::length_prefix(size) else {
+        return (0, n as u64);
+    };
     let n = n.min(buf.len() / per);
     for j in 0..n {
         *seq = seq.wrapping_add(1);
-        let b = &mut buf[j * per..(j + 1) * per];
-        b[..2].copy_from_slice(&(size as u16).to_be_bytes());
-        payload(&mut b[2..], k as u32, *seq);
+        let (head, body) = buf[j * per..(j + 1) * per].split_at_mut(rfc4571::PREFIX_LEN);
+        head.copy_from_slice(&prefix);
+        payload(body, k as u32, *seq);
     }
     let (mut w, total, mut written) = (tcp, n * per, 0);
     while written < total {

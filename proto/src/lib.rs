@@ -1,6 +1,6 @@
 //! Wire contracts shared by the voxgate relay and transceiver, as pure codecs with no I/O.
 //!
-//! Three codecs, in the order a client's packets meet them:
+//! Four codecs, in the order a client's packets meet them:
 //!
 //! 1. [`hint`]: at signaling, the transceiver [`mint`]s the server ICE ufrag. It is an
 //!    encrypted, authenticated routing hint (cluster id, owning media-loop address, and mint
@@ -14,10 +14,14 @@
 //!    behind a small [`RelayHeader`] carrying the client address; the transceiver answers
 //!    through the relay with the same header, direction flipped. The header's first byte lies
 //!    outside the RFC 7983 ranges, so relayed and direct packets share one socket.
+//! 4. [`rfc4571`]: a client that cannot use UDP runs ICE over TCP (RFC 6544); its connection
+//!    (to a relay or a transceiver loop) carries each datagram behind a 2-byte length. The
+//!    module holds the one frame decoder and bounded drop-oldest write queue every side uses.
 //!
 //! Every decoder takes `&[u8]`, returns borrowed views or small `Copy` values, never
-//! allocates and never panics, whatever the input; errors are typed and carry a short
-//! `as_str()` label for drop counters.
+//! allocates (the RFC 4571 stream decoder allocates its one buffer when it is made) and never
+//! panics, whatever the input; errors are typed and carry a short `as_str()` label for drop
+//! counters.
 //!
 //! ```
 //! use voxgate_proto::{decode, mint, server_ufrag, Direction, FleetKey, Keyring, MintTime, RelayHeader, RoutingHint};
@@ -54,6 +58,7 @@
 
 pub mod hint;
 pub mod relay_header;
+pub mod rfc4571;
 pub mod stun_username;
 
 pub use hint::{

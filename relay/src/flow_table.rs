@@ -17,7 +17,8 @@
 //! * **Return path (internal side).** Only from `--transceivers` networks or peer relay IPs,
 //!   only for a known client, only from that flow's next hop. The first reply makes the flow
 //!   *established*; the reply goes to the client with the header stripped (or, for a flow a
-//!   peer delivered, back to that peer with the header kept).
+//!   peer delivered, back to that peer with the header kept). A reply whose header says TCP
+//!   is never sent to a UDP client: it belongs on the TCP thread's socket.
 //!
 //! The relay never answers a sender by itself: every `Forward` goes to an address named by
 //! an authenticated hint, a configured peer, or a route the cache returned (checked against
@@ -55,7 +56,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
-use voxgate_proto::{is_relay_framed, looks_like_stun, Direction, RelayHeader};
+use voxgate_proto::{is_relay_framed, looks_like_stun, Direction, RelayHeader, Transport};
 
 use crate::config::RoutingConfig;
 pub use crate::first_hop::HINT_CLOCK_SKEW;
@@ -172,6 +173,9 @@ drop_reasons! {
     /// A TCP reply dropped (the oldest waiting) because its connection's write queue was
     /// full: the client does not read.
     WriteQueueFull => "write_queue_full",
+    /// A reply whose header says TCP reached a UDP worker for a client it serves directly:
+    /// it belongs to a TCP connection (the TCP thread's), never to a UDP client.
+    WrongTransport => "wrong_transport",
 }
 
 /// A route to write to the cache: `client` is served by next hop `to`.
@@ -440,6 +444,12 @@ impl FlowTable {
         let from_next_hop = flow.to == from || (flow.to_is_peer && flow.to.ip() == from.ip());
         if !from_next_hop {
             return self.drop(DropReason::WrongSource);
+        }
+        // A flow handed over by a peer relay passes the header on untouched (the peer may hold
+        // the client's TCP connection); a flow of our own is a UDP client, and a TCP frame
+        // written to it as a datagram would be a stray packet to the client.
+        if flow.downstream.is_none() && header.transport != Transport::Udp {
+            return self.drop(DropReason::WrongTransport);
         }
         flow.down.add(bytes.len());
         let was_tentative = !flow.established;

@@ -11,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, SystemTime};
 
 use common::*;
+use voxgate_proto::rfc4571::{encode_frame, read_frame, write_frame};
 use voxgate_proto::{Direction, RelayHeader, Transport};
 
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -36,7 +37,7 @@ fn tcp_frames_are_forwarded_both_ways_and_two_connections_never_cross() {
     let mut relayed_of: HashMap<SocketAddr, Relayed> = HashMap::new();
     for c in &mut clients {
         let check = binding_request(&hint(0, lp.addr()));
-        c.write_all(&rfc4571(&check)).unwrap();
+        write_frame(c, &check).unwrap();
         let got = lp.recv().expect("first frame forwarded");
         assert_eq!(got.header.direction, Direction::ToTransceiver);
         assert_eq!(
@@ -55,10 +56,10 @@ fn tcp_frames_are_forwarded_both_ways_and_two_connections_never_cross() {
 
     // Several frames in one write, and one frame split over writes: each arrives whole.
     for (i, c) in clients.iter_mut().enumerate() {
-        let mut burst = rfc4571(&dtls_like(1));
-        burst.extend(rfc4571(&dtls_like(2)));
+        let mut burst = encode_frame(&dtls_like(1)).unwrap();
+        burst.extend(encode_frame(&dtls_like(2)).unwrap());
         c.write_all(&burst).unwrap();
-        let split = rfc4571(&[0x80 + i as u8; 300]);
+        let split = encode_frame(&[0x80 + i as u8; 300]).unwrap();
         c.write_all(&split[..100]).unwrap();
         c.flush().unwrap();
         std::thread::sleep(Duration::from_millis(30));
@@ -95,7 +96,7 @@ fn tcp_frames_are_forwarded_both_ways_and_two_connections_never_cross() {
     for c in &mut clients {
         let me = c.local_addr().unwrap();
         for round in 0..20u8 {
-            let got = read_rfc4571(c).expect("reply reaches the client");
+            let got = read_frame(c).expect("reply reaches the client");
             assert_eq!(got, format!("reply {round} for {me}").into_bytes());
         }
     }
@@ -157,21 +158,25 @@ fn bad_tcp_input_is_closed_with_nothing_sent_and_nothing_forwarded() {
     forged[28] ^= 0x20; // a letter of the ufrag changes case: still ICE characters, MAC fails
 
     let cases: Vec<(&str, Vec<u8>)> = vec![
-        ("garbage", rfc4571(b"GET / HTTP/1.1\r\nHost: relay\r\n\r\n")),
+        (
+            "garbage",
+            encode_frame(b"GET / HTTP/1.1\r\nHost: relay\r\n\r\n").unwrap(),
+        ),
         ("oversized length prefix", vec![0xFF, 0xFF, 1, 2, 3]),
-        ("forged hint", rfc4571(&forged)),
+        ("forged hint", encode_frame(&forged).unwrap()),
         (
             "expired hint",
-            rfc4571(&binding_request(&hint_minted(
+            encode_frame(&binding_request(&hint_minted(
                 &fleet_key(),
                 0,
                 lp.addr(),
                 long_ago,
-            ))),
+            )))
+            .unwrap(),
         ),
         (
             "hint outside --transceivers",
-            rfc4571(&binding_request(&hint(0, outside))),
+            encode_frame(&binding_request(&hint(0, outside))).unwrap(),
         ),
     ];
     for (what, bytes) in &cases {
@@ -182,7 +187,7 @@ fn bad_tcp_input_is_closed_with_nothing_sent_and_nothing_forwarded() {
 
     // Slow drip: a valid first frame, one byte every 100 ms, never completes in time.
     let mut c = connect(&relay);
-    let check = rfc4571(&binding_request(&hint(0, lp.addr())));
+    let check = encode_frame(&binding_request(&hint(0, lp.addr()))).unwrap();
     let started = std::time::Instant::now();
     for b in &check[..20] {
         if c.write_all(&[*b]).is_err() {
@@ -277,16 +282,17 @@ fn ten_thousand_connections_from_one_ip_hit_the_cap_and_another_client_still_get
 
     // Another source (127.0.0.2) is served at once.
     let mut other = tcp_from("127.0.0.2".parse().unwrap(), relay.public, 3000);
-    other
-        .write_all(&rfc4571(&binding_request(&hint(0, lp.addr()))))
-        .unwrap();
+    write_frame(&mut other, &binding_request(&hint(0, lp.addr()))).unwrap();
     let got = lp.recv().expect("the other client's check is forwarded");
     assert_eq!(
         got.header.client.ip(),
         "127.0.0.2".parse::<IpAddr>().unwrap()
     );
     lp.reply_tcp(&got, b"welcome");
-    assert_eq!(read_rfc4571(&mut other).as_deref(), Some(&b"welcome"[..]));
+    assert_eq!(
+        read_frame(&mut other).ok().as_deref(),
+        Some(&b"welcome"[..])
+    );
     assert!(lp.recv().is_none(), "the flood forwarded nothing");
     drop(held);
 }
@@ -304,8 +310,7 @@ fn a_client_that_stops_reading_loses_its_oldest_replies_and_its_neighbour_loses_
         socket.connect(&relay.public.into()).unwrap();
         let mut c: TcpStream = socket.into();
         c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        c.write_all(&rfc4571(&binding_request(&hint(0, lp.addr()))))
-            .unwrap();
+        write_frame(&mut c, &binding_request(&hint(0, lp.addr()))).unwrap();
         let relayed = lp.recv().expect("check forwarded");
         (c, relayed)
     };
@@ -338,7 +343,7 @@ fn a_client_that_stops_reading_loses_its_oldest_replies_and_its_neighbour_loses_
         lp.reply_tcp(&stalled_relayed, &payload);
         lp.reply_tcp(&reader_relayed, &i.to_be_bytes());
         assert_eq!(
-            read_rfc4571(&mut reader).as_deref(),
+            read_frame(&mut reader).ok().as_deref(),
             Some(&i.to_be_bytes()[..]),
             "reply {i} to the reading client"
         );
@@ -362,8 +367,7 @@ fn tcp_replies_from_outside_the_transceivers_or_the_wrong_source_are_dropped() {
     let relay = RelayProcess::start(&ports, 1, &["--transceivers", "127.0.0.1/32"]);
     let lp = FakeLoop::new();
     let mut c = connect(&relay);
-    c.write_all(&rfc4571(&binding_request(&hint(0, lp.addr()))))
-        .unwrap();
+    write_frame(&mut c, &binding_request(&hint(0, lp.addr()))).unwrap();
     let relayed = lp.recv().expect("check forwarded");
     c.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
@@ -382,7 +386,7 @@ fn tcp_replies_from_outside_the_transceivers_or_the_wrong_source_are_dropped() {
     let udp_header = frame(Direction::ToClient, relayed.header.client, b"udp, not tcp");
     lp.sock.send_to(&udp_header, relayed.from).unwrap();
     assert_eq!(
-        read_rfc4571(&mut c),
+        read_frame(&mut c).ok(),
         None,
         "none of them reaches the client"
     );
@@ -401,7 +405,10 @@ fn tcp_replies_from_outside_the_transceivers_or_the_wrong_source_are_dropped() {
     // The real loop still gets through.
     lp.reply_tcp(&relayed, b"from the loop");
     c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    assert_eq!(read_rfc4571(&mut c).as_deref(), Some(&b"from the loop"[..]));
+    assert_eq!(
+        read_frame(&mut c).ok().as_deref(),
+        Some(&b"from the loop"[..])
+    );
 }
 
 #[test]

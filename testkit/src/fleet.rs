@@ -9,19 +9,20 @@
 //! A session offering an ICE-TCP candidate ([`SessionConfig::tcp`]) also gets one TCP connection,
 //! opened when str0m first sends to a TCP destination (the server's passive candidate: a media
 //! loop's listener, or a relay's), polled under `Token(TCP_TOKEN | index)`, and framed with
-//! RFC 4571 (2-byte length prefix) both ways.
+//! RFC 4571 (2-byte length prefix) both ways by the servers' own `voxgate_proto::rfc4571`.
 //!
 //! Signaling (POST, PATCH, DELETE) is blocking HTTP on the calling thread; other sessions are
 //! not driven meanwhile, which is harmless for tests and bounded by the HTTP timeout.
 
 use std::collections::BTreeSet;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
 use reqwest::Url;
 use str0m::net::{Protocol, Transmit};
+use voxgate_proto::rfc4571::{FrameDecoder, WriteQueue};
 
 use crate::client_session::{ClientSession, SessionError};
 use crate::session_config::SessionConfig;
@@ -32,9 +33,12 @@ use crate::signaling_client::{SignalingClient, SignalingError};
 const RECV_BUF: usize = 2048;
 /// Tokens of TCP connections have this bit set; the rest is the session index.
 const TCP_TOKEN: usize = 1 << 30;
-/// Most bytes a TCP connection buffers for sending before frames are dropped (like a full
-/// UDP socket buffer).
+/// Most bytes a TCP connection buffers for sending before frames are dropped, oldest first
+/// (like a full UDP socket buffer).
 const TCP_OUT_LIMIT: usize = 256 * 1024;
+/// Longest frame accepted from a server: a frame is a datagram, and no WebRTC datagram is
+/// longer than a receive buffer. A longer length prefix closes the connection.
+const TCP_MAX_FRAME: usize = RECV_BUF;
 /// How often `run_until` evaluates its predicate at most.
 const PREDICATE_INTERVAL: Duration = Duration::from_millis(1);
 
@@ -80,26 +84,15 @@ struct TcpLink {
     stream: mio::net::TcpStream,
     connected: bool,
     /// Received bytes not yet a whole frame.
-    inbuf: Vec<u8>,
-    /// Framed bytes not yet written.
-    outbuf: Vec<u8>,
+    decoder: FrameDecoder,
+    /// Frames not yet written.
+    queue: WriteQueue,
 }
 
 impl TcpLink {
-    /// Writes what waits; false when the connection failed.
+    /// Writes what waits (once connected); false when the connection failed.
     fn flush(&mut self) -> bool {
-        while self.connected && !self.outbuf.is_empty() {
-            match self.stream.write(&self.outbuf) {
-                Ok(0) => return false,
-                Ok(n) => {
-                    self.outbuf.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return false,
-            }
-        }
-        true
+        !self.connected || self.queue.flush(&mut self.stream).1.is_ok()
     }
 }
 
@@ -481,27 +474,27 @@ impl Fleet {
         }
         let mut alive = link.flush();
         while alive && !slot.tcp_paused {
-            match link.stream.read(&mut self.buf) {
+            match link.stream.read(link.decoder.spare()) {
                 Ok(0) => alive = false,
-                Ok(n) => link.inbuf.extend_from_slice(&self.buf[..n]),
+                Ok(n) => {
+                    link.decoder.filled(n);
+                    let now = Instant::now();
+                    loop {
+                        match link.decoder.next_frame() {
+                            Ok(Some(frame)) => slot.session.handle_tcp_frame(now, link.dest, frame),
+                            Ok(None) => break,
+                            Err(_) => {
+                                alive = false;
+                                break;
+                            }
+                        }
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => alive = false,
             }
         }
-        let now = Instant::now();
-        let mut used = 0;
-        while let Some(&[hi, lo]) = link.inbuf[used..].first_chunk::<2>() {
-            let len = usize::from(u16::from_be_bytes([hi, lo]));
-            let end = used + 2 + len;
-            if link.inbuf.len() < end {
-                break;
-            }
-            slot.session
-                .handle_tcp_frame(now, link.dest, &link.inbuf[used + 2..end]);
-            used = end;
-        }
-        link.inbuf.drain(..used);
         if !alive {
             tracing::debug!(index, "tcp connection closed");
             if let Some(mut l) = slot.tcp.take() {
@@ -571,8 +564,10 @@ fn send_all(slot: &mut Slot, poll: &Poll, index: usize) {
                     tracing::debug!(to = %t.destination, error = %e, "send failed");
                 }
             }
-        } else if !queue_tcp(slot, poll, index, &t) {
-            slot.session.record_send_error();
+        } else {
+            for _ in 0..queue_tcp(slot, poll, index, &t) {
+                slot.session.record_send_error();
+            }
         }
     }
     if let Some(link) = slot.tcp.as_mut() {
@@ -583,10 +578,12 @@ fn send_all(slot: &mut Slot, poll: &Poll, index: usize) {
 }
 
 /// Frames a TCP transmit onto the session's connection, connecting first if there is none.
-fn queue_tcp(slot: &mut Slot, poll: &Poll, index: usize, t: &Transmit) -> bool {
+/// Returns how many frames were lost (this one if it could not be queued, or older ones it
+/// pushed out).
+fn queue_tcp(slot: &mut Slot, poll: &Poll, index: usize, t: &Transmit) -> u64 {
     if slot.tcp.is_none() {
         let Ok(mut stream) = tcp_connect(t.destination, slot.tcp_recv_buffer) else {
-            return false;
+            return 1;
         };
         let interest = Interest::READABLE | Interest::WRITABLE;
         if poll
@@ -594,29 +591,22 @@ fn queue_tcp(slot: &mut Slot, poll: &Poll, index: usize, t: &Transmit) -> bool {
             .register(&mut stream, Token(TCP_TOKEN | index), interest)
             .is_err()
         {
-            return false;
+            return 1;
         }
         let _ = stream.set_nodelay(true);
         slot.tcp = Some(TcpLink {
             dest: t.destination,
             stream,
             connected: false,
-            inbuf: Vec::new(),
-            outbuf: Vec::new(),
+            decoder: FrameDecoder::new(TCP_MAX_FRAME),
+            queue: WriteQueue::new(TCP_OUT_LIMIT),
         });
     }
     let Some(link) = slot.tcp.as_mut().filter(|l| l.dest == t.destination) else {
-        return false; // one TCP connection per session, to the first TCP destination
+        return 1; // one TCP connection per session, to the first TCP destination
     };
-    let Ok(len) = u16::try_from(t.contents.len()) else {
-        return false;
-    };
-    if link.outbuf.len() + 2 + t.contents.len() > TCP_OUT_LIMIT {
-        return false;
-    }
-    link.outbuf.extend_from_slice(&len.to_be_bytes());
-    link.outbuf.extend_from_slice(&t.contents);
-    true
+    // Written by `send_all` after the whole batch, in one vectored write.
+    link.queue.push(&t.contents, 0)
 }
 
 /// Starts a non-blocking connect, with `SO_RCVBUF` set first when asked (it sizes the window).

@@ -104,13 +104,25 @@ fn check_for(ufrag: &str) -> Vec<u8> {
 }
 
 fn framed(direction: Direction, client: SocketAddr, payload: &[u8]) -> Vec<u8> {
+    framed_with(RelayHeader::udp(direction, client), payload)
+}
+
+fn framed_with(header: RelayHeader, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; MAX_HEADER_LEN];
-    let n = RelayHeader::udp(direction, client)
-        .encode(&mut out)
-        .unwrap();
+    let n = header.encode(&mut out).unwrap();
     out.truncate(n);
     out.extend_from_slice(payload);
     out
+}
+
+/// A frame of the relay TCP connection `conn` of `client`, as a version 2 datagram.
+fn tcp_framed(direction: Direction, client: SocketAddr, conn: u32, payload: &[u8]) -> Vec<u8> {
+    let header = RelayHeader {
+        direction,
+        client,
+        transport: Transport::Tcp { conn },
+    };
+    framed_with(header, payload)
 }
 
 fn reply(client: SocketAddr, payload: &[u8]) -> Vec<u8> {
@@ -721,6 +733,35 @@ fn malformed_or_unknown_replies_are_dropped() {
 }
 
 #[test]
+fn a_tcp_reply_at_a_udp_worker_is_dropped_and_never_reaches_the_udp_client() {
+    let mut t = table(cfg());
+    let now = Instant::now();
+    t.on_client_datagram(now, client(1), &check_for(&hint_for(0, loop_addr(), 1)));
+    let tcp_reply = tcp_framed(Direction::ToClient, client(1), 7, b"frame");
+    assert_eq!(
+        t.on_internal_datagram(now, loop_addr(), &tcp_reply),
+        Verdict::Drop(DropReason::WrongTransport)
+    );
+    assert_eq!(drops(&t, DropReason::WrongTransport), 1);
+    // It changed nothing: the flow is still tentative, and a UDP reply still gets through.
+    assert_eq!(t.stats().flows_established, 0);
+    assert_eq!(t.tentative_count(), 1);
+    assert_eq!(
+        t.on_internal_datagram(now, loop_addr(), &reply(client(1), b"ok")),
+        Verdict::ToClient {
+            to: client(1),
+            payload_at: 8
+        }
+    );
+    // Once established, still never: the client is a UDP client.
+    assert_eq!(
+        t.on_internal_datagram(now, loop_addr(), &tcp_reply),
+        Verdict::Drop(DropReason::WrongTransport)
+    );
+    assert_eq!(drops(&t, DropReason::WrongTransport), 2);
+}
+
+#[test]
 fn unknown_non_stun_asks_for_a_lookup_only_when_a_cache_is_configured() {
     let now = Instant::now();
     let mut without = table(cfg());
@@ -943,6 +984,25 @@ fn flow_handed_over_by_a_peer_relay_goes_back_through_that_peer() {
             header: None
         }
     );
+    // A flow of a client's TCP connection held by the peer: the TCP reply goes back to the
+    // peer with its header untouched, not dropped as a wrong transport.
+    let tcp_check = tcp_framed(Direction::ToTransceiver, client(4), 7, &inner);
+    assert!(matches!(
+        t.on_client_datagram(now, peer_internal, &tcp_check),
+        Verdict::Forward { header: None, .. }
+    ));
+    assert_eq!(
+        t.on_internal_datagram(
+            now,
+            loop_addr(),
+            &tcp_framed(Direction::ToClient, client(4), 7, b"ok")
+        ),
+        Verdict::Forward {
+            to: peer_internal,
+            header: None
+        }
+    );
+    assert_eq!(drops(&t, DropReason::WrongTransport), 0);
     // A peer may only hand over flows of our cluster (no bouncing between tiers).
     let elsewhere = check_for(&hint_for(PEER_CLUSTER, loop_addr(), 2));
     let dg = framed(Direction::ToTransceiver, client(2), &elsewhere);

@@ -15,7 +15,7 @@
 //! write queue.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice, Read as _, Write as _};
+use std::io::{self, Read as _};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,12 +23,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mio::net::{TcpListener, TcpStream, UdpSocket as MioUdp};
 use mio::{Events, Interest, Poll, Token};
+use voxgate_proto::rfc4571::{FrameDecoder, Sent, WriteQueue, MAX_FRAME};
 use voxgate_proto::{Direction, RelayHeader, Transport, MAX_HEADER_LEN};
 
 use super::admission::Admission;
 use super::connection::{CloseReason, Connection, FrameVerdict, Timeouts};
-use super::frame_decoder::{FrameDecoder, PREFIX_LEN};
-use super::write_queue::WriteQueue;
 use crate::batch_io::{RecvBatch, SendBatch, DEFAULT_SLOT};
 use crate::config::{RoutingConfig, TcpConfig};
 use crate::first_hop::WallClock;
@@ -506,55 +505,27 @@ fn write_frame(
     payload: &[u8],
     counters: &mut TcpSnapshot,
 ) -> Result<(), CloseReason> {
-    let Ok(len) = u16::try_from(payload.len()) else {
+    if payload.len() > MAX_FRAME {
+        // Cannot be framed at all: not the slow reader's fault.
         counters.drops[DropReason::SendError.index()] += 1;
         return Ok(());
-    };
-    if !conn.queue.is_empty() {
-        counters.drops[DropReason::WriteQueueFull.index()] += conn.queue.push(payload, 0);
-        return drain_queue(conn, counters);
     }
-    let framed = PREFIX_LEN + payload.len();
-    let prefix = len.to_be_bytes();
-    let written = loop {
-        match conn
-            .stream
-            .write_vectored(&[IoSlice::new(&prefix), IoSlice::new(payload)])
-        {
-            Ok(n) => break n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(close_reason(&e)),
-        }
-    };
-    counters.bytes[DIR_TO_CLIENT] += written as u64;
-    if written == framed {
-        counters.packets[DIR_TO_CLIENT] += 1;
-    } else {
-        counters.drops[DropReason::WriteQueueFull.index()] += conn.queue.push(payload, written);
-    }
-    Ok(())
+    let (sent, result) = conn.queue.send(&mut conn.stream, payload);
+    count_sent(counters, sent);
+    result.map_err(|e| close_reason(&e))
 }
 
 /// Writes as much of the queue as the socket takes.
 fn drain_queue(conn: &mut Conn, counters: &mut TcpSnapshot) -> Result<(), CloseReason> {
-    while !conn.queue.is_empty() {
-        let (a, b) = conn.queue.as_slices();
-        match conn
-            .stream
-            .write_vectored(&[IoSlice::new(a), IoSlice::new(b)])
-        {
-            Ok(0) => return Err(CloseReason::IoError),
-            Ok(n) => {
-                counters.bytes[DIR_TO_CLIENT] += n as u64;
-                counters.packets[DIR_TO_CLIENT] += conn.queue.consume(n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(close_reason(&e)),
-        }
-    }
-    Ok(())
+    let (sent, result) = conn.queue.flush(&mut conn.stream);
+    count_sent(counters, sent);
+    result.map_err(|e| close_reason(&e))
+}
+
+fn count_sent(counters: &mut TcpSnapshot, sent: Sent) {
+    counters.bytes[DIR_TO_CLIENT] += sent.bytes as u64;
+    counters.packets[DIR_TO_CLIENT] += sent.frames;
+    counters.drops[DropReason::WriteQueueFull.index()] += sent.dropped;
 }
 
 /// A reset or broken pipe is the client going away; anything else an I/O error.

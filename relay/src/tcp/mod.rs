@@ -6,9 +6,9 @@
 //! relay header (`Transport::Tcp { conn }`); the transceiver answers the socket that sent, so
 //! every reply for a TCP client arrives on this thread and the UDP workers never see TCP.
 //!
-//! The protocol logic is Sans-IO, beside the loop:
-//! [`frame_decoder`] (length-prefixed frames out of a byte stream),
-//! [`write_queue`] (bounded, drop-oldest bytes owed to a slow reader),
+//! The protocol logic is Sans-IO, beside the loop: the framing both ways is
+//! [`voxgate_proto::rfc4571`] (frames out of a byte stream, and the bounded, drop-oldest
+//! bytes owed to a slow reader, shared with the transceiver and the clients);
 //! [`connection`] (awaiting the first frame → forwarding, timers on `now`),
 //! [`admission`] (connections per source and in all).
 //!
@@ -19,8 +19,6 @@
 pub mod admission;
 pub mod connection;
 pub mod event_loop;
-pub mod frame_decoder;
-pub mod write_queue;
 
 pub use admission::Refusal;
 pub use connection::CloseReason;

@@ -227,22 +227,6 @@ pub fn frame_with(header: &RelayHeader, payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `payload` behind its RFC 4571 length prefix.
-pub fn rfc4571(payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u16).to_be_bytes().to_vec();
-    out.extend_from_slice(payload);
-    out
-}
-
-/// Reads one RFC 4571 frame, or `None` on timeout / close.
-pub fn read_rfc4571(stream: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut prefix = [0u8; 2];
-    stream.read_exact(&mut prefix).ok()?;
-    let mut payload = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
-    stream.read_exact(&mut payload).ok()?;
-    Some(payload)
-}
-
 /// Waits (up to `timeout`) for the relay to close `stream` and asserts it sent nothing:
 /// the read ends in EOF or a reset with zero bytes.
 pub fn assert_closed_silently(stream: &mut TcpStream, timeout: Duration, what: &str) {

@@ -1,11 +1,12 @@
 //! The media path: everything a media loop thread owns, and nothing else.
 //!
 //! Owns: the loop (`loop.rs`: socket, poll, sessions), each WebRTC session ([`session`]: str0m
-//! `Rtc` plus its [`audio_bridge`]), the demux maps ([`demux`]), the loop's own ICE-TCP listener ([`tcp_server`], framing in
-//! [`tcp_framing`]), the timer heap ([`timers`]) and
+//! `Rtc` plus its [`audio_bridge`]), the demux maps ([`demux`]), the loop's own ICE-TCP listener
+//! ([`tcp_server`], framing from `voxgate_proto::rfc4571`), the timer heap ([`timers`]) and
 //! the loop's busy meter ([`busy_meter`]).
 //!
-//! May call: `voxgate_proto` (relay header, STUN USERNAME reader, bridge messages), str0m, opus,
+//! May call: `voxgate_proto` (relay header, STUN USERNAME reader, RFC 4571 framing, bridge
+//! messages), str0m, opus,
 //! and [`crate::metrics`] (plain counters it publishes). Never the control plane or the backend
 //! side: they reach a loop through `r#loop::LoopHandle` (a bounded channel plus a
 //! `mio::Waker`) and hear back through `r#loop::LoopEvent`s, so nothing here waits on them.
@@ -22,6 +23,5 @@ pub mod demux;
 pub mod r#loop;
 pub mod receive_budget;
 pub mod session;
-pub mod tcp_framing;
 pub mod tcp_server;
 pub mod timers;

@@ -2,7 +2,7 @@
 //!
 //! Direct mode only: behind a relay, TCP clients reach the loop as relay-framed datagrams on
 //! its UDP socket. Here the loop accepts connections itself, reads RFC 4571 frames
-//! ([`crate::media::tcp_framing`]) and writes replies through a bounded per-connection queue.
+//! ([`voxgate_proto::rfc4571`]) and writes replies through a bounded per-connection queue.
 //! This module only moves bytes and enforces limits; what a frame means (demux by ufrag, then
 //! by client) is the loop's job, exactly as for a UDP datagram.
 //!
@@ -21,7 +21,8 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
 use slab::Slab;
 
-use crate::media::tcp_framing::{FrameDecoder, FrameError, WriteQueue};
+use voxgate_proto::rfc4571::{FrameDecoder, WriteQueue};
+
 use crate::metrics::{TcpCloseReason, TcpCounters};
 
 /// Limits of a loop's TCP listener.
@@ -54,8 +55,6 @@ impl Default for TcpLimits {
 
 /// `SO_SNDBUF` of an accepted connection (the kernel doubles it): about a second of audio.
 const KERNEL_SEND_BUFFER: usize = 16 * 1024;
-/// Bytes read per `read` call beyond one whole frame.
-const READ_ROOM: usize = 4096;
 /// Reads of one connection per wakeup before others get a turn (the rest waits in `pending`).
 const READS_PER_TURN: usize = 16;
 /// Connections accepted per wakeup before the loop runs timers and other sockets.
@@ -225,7 +224,7 @@ impl TcpServer {
             entry.insert(Conn {
                 stream,
                 peer,
-                decoder: FrameDecoder::new(self.limits.max_frame, READ_ROOM),
+                decoder: FrameDecoder::new(self.limits.max_frame),
                 queue: WriteQueue::new(self.limits.write_queue_bytes),
                 state: ConnState::AwaitingFirstFrame,
                 accepted: now,
@@ -265,6 +264,11 @@ impl TcpServer {
         };
         loop {
             match conn.decoder.next_frame() {
+                // An empty frame carries nothing a datagram could: not a client of ours.
+                Ok(Some([])) => {
+                    self.close(registry, key, TcpCloseReason::Garbage);
+                    return Frame::Closed(TcpCloseReason::Garbage);
+                }
                 Ok(Some(frame)) => {
                     let len = frame.len();
                     out[..len].copy_from_slice(frame);
@@ -273,13 +277,9 @@ impl TcpServer {
                     return Frame::Ready { len };
                 }
                 Ok(None) => {}
-                Err(e) => {
-                    let reason = match e {
-                        FrameError::TooLarge(_) => TcpCloseReason::Oversize,
-                        FrameError::Empty => TcpCloseReason::Garbage,
-                    };
-                    self.close(registry, key, reason);
-                    return Frame::Closed(reason);
+                Err(_) => {
+                    self.close(registry, key, TcpCloseReason::Oversize);
+                    return Frame::Closed(TcpCloseReason::Oversize);
                 }
             }
             if conn.reads_left == 0 {
@@ -292,7 +292,7 @@ impl TcpServer {
                     self.close(registry, key, TcpCloseReason::PeerClosed);
                     return Frame::Closed(TcpCloseReason::PeerClosed);
                 }
-                Ok(n) => conn.decoder.commit(n),
+                Ok(n) => conn.decoder.filled(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Frame::Idle,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -311,11 +311,10 @@ impl TcpServer {
         let Some(c) = self.conns.get_mut(key).filter(|c| c.peer == peer) else {
             return false;
         };
-        match c.queue.send(&mut c.stream, payload) {
-            Ok(sent) => {
-                self.counters.write_dropped += sent.dropped + u64::from(sent.refused);
-                self.counters.frames_out += 1;
-            }
+        let (sent, result) = c.queue.send(&mut c.stream, payload);
+        self.counters.write_dropped += sent.dropped;
+        match result {
+            Ok(()) => self.counters.frames_out += 1,
             Err(_) => self.doomed.push((key, TcpCloseReason::IoError)),
         }
         true
@@ -324,7 +323,7 @@ impl TcpServer {
     /// The socket of connection `key` can take more: write what waits.
     pub fn on_writable(&mut self, key: usize) {
         if let Some(c) = self.conns.get_mut(key) {
-            if c.queue.flush(&mut c.stream).is_err() {
+            if c.queue.flush(&mut c.stream).1.is_err() {
                 self.doomed.push((key, TcpCloseReason::IoError));
             }
         }
