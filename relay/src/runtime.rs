@@ -134,14 +134,9 @@ impl Relay {
             );
         }
 
-        let metrics_for_http = Arc::clone(&metrics);
-        std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || crate::metrics_http::serve(listener, metrics_for_http))
-            .map_err(io_err("spawning the metrics endpoint"))?;
-
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let mut workers = Vec::with_capacity(cfg.workers);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         for (id, ((sockets, poll), cache)) in sockets.into_iter().zip(polls).zip(links).enumerate()
         {
             let setup = WorkerSetup {
@@ -154,6 +149,7 @@ impl Relay {
                 metrics: metrics.worker(id),
                 publish_every: cfg.metrics_interval,
                 shutdown: Arc::clone(&shutdown),
+                ready: ready_tx.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("relay-worker-{id}"))
@@ -168,6 +164,25 @@ impl Relay {
                 .map_err(io_err("spawning a worker"))?;
             workers.push(handle);
         }
+        // The workers prefault their flow tables before they forward (tens of MiB; a few
+        // hundred ms in a debug build). The relay counts as started, and its metrics endpoint
+        // answers, only once they have: a caller that waits for the endpoint then sees the
+        // relay's steady memory, not a table still being touched in. A worker that failed to
+        // start drops its sender; the wait then ends and its error surfaces on join.
+        drop(ready_tx);
+        for _ in 0..cfg.workers {
+            if ready_rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .is_err()
+            {
+                break;
+            }
+        }
+        let metrics_for_http = Arc::clone(&metrics);
+        std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || crate::metrics_http::serve(listener, metrics_for_http))
+            .map_err(io_err("spawning the metrics endpoint"))?;
 
         if let (Some((listener, internal)), Some(tcp)) = (tcp_sockets, cfg.tcp.clone()) {
             let (poll, waker) = worker::poll_with_waker().map_err(io_err("creating a poll"))?;

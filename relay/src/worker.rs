@@ -119,6 +119,8 @@ pub struct WorkerSetup {
     pub publish_every: Duration,
     /// Set on shutdown (then the waker fires).
     pub shutdown: Arc<AtomicBool>,
+    /// Told once the worker's flow table is resident, just before it starts forwarding.
+    pub ready: std::sync::mpsc::Sender<()>,
 }
 
 /// Creates a poll instance and its waker for a worker to be built.
@@ -194,6 +196,9 @@ pub fn run(setup: WorkerSetup) -> io::Result<()> {
         io: WorkerSnapshot::default(),
         published: WorkerSnapshot::default(),
     };
+    // The start-up waits for this (see `Runtime::start`); a closed channel means it stopped
+    // waiting, which changes nothing here.
+    let _ = setup.ready.send(());
     worker.run()
 }
 
