@@ -309,10 +309,8 @@ fn talking_over_the_reply_cuts_it() {
     fleet.delete(i).expect("delete");
 }
 
-#[test]
-fn sigterm_hands_the_caller_to_another_bot() {
-    let t = start_transceiver("handoff");
-    let mut first = start_bot(&t, "e2e-handoff-a", 1);
+/// One caller, connected and attached to `bot` (the only bot registered so far).
+fn call_attached_to(t: &Transceiver, bot: &Proc) -> (Fleet, usize) {
     let mut fleet = Fleet::new().expect("fleet");
     let i = fleet
         .open(caller(&t.base_url, 600.0, Duration::ZERO))
@@ -323,10 +321,31 @@ fn sigterm_hands_the_caller_to_another_bot() {
             .is_connected())
     );
     assert!(
-        first.wait_for_log("session attached", Duration::from_secs(5)),
+        bot.wait_for_log("session attached", Duration::from_secs(5)),
         "{}",
-        first.output()
+        bot.output()
     );
+    (fleet, i)
+}
+
+/// Caller `i`, still connected, talks for a second and hears `bot` echo it; then hangs up.
+fn talks_and_hears(fleet: &mut Fleet, i: usize, bot: &Proc) {
+    assert!(fleet.session(i).is_connected());
+    fleet
+        .session_mut(i)
+        .start_audio(Instant::now(), Duration::from_secs(1));
+    let heard = fleet.run_until(Instant::now() + Duration::from_secs(5), |f| {
+        loud_frames(f.session(i).received_pcm()) >= 45
+    });
+    assert!(heard, "no reply from the bot:\n{}", bot.output());
+    fleet.delete(i).expect("delete");
+}
+
+#[test]
+fn sigterm_hands_the_caller_to_another_bot() {
+    let t = start_transceiver("handoff");
+    let mut first = start_bot(&t, "e2e-handoff-a", 1);
+    let (mut fleet, i) = call_attached_to(&t, &first);
     let second = start_bot(&t, "e2e-handoff-b", 1);
     let (took, ok) = first
         .terminate(Duration::from_secs(6))
@@ -345,15 +364,7 @@ fn sigterm_hands_the_caller_to_another_bot() {
         t.proc.output()
     );
     // The caller, still connected, talks to the new bot.
-    assert!(fleet.session(i).is_connected());
-    fleet
-        .session_mut(i)
-        .start_audio(Instant::now(), Duration::from_secs(1));
-    let heard = fleet.run_until(Instant::now() + Duration::from_secs(5), |f| {
-        loud_frames(f.session(i).received_pcm()) >= 45
-    });
-    assert!(heard, "no reply from the second bot:\n{}", second.output());
-    fleet.delete(i).expect("delete");
+    talks_and_hears(&mut fleet, i, &second);
 }
 
 /// Issue 11: a backend frozen without a FIN (SIGSTOP: its TCP connection stays open, its
@@ -374,20 +385,7 @@ fn a_bot_frozen_with_sigstop_is_found_by_keepalive_and_its_caller_moves() {
         ],
     );
     let frozen = start_bot(&t, "e2e-frozen-a", 1);
-    let mut fleet = Fleet::new().expect("fleet");
-    let i = fleet
-        .open(caller(&t.base_url, 600.0, Duration::ZERO))
-        .expect("open session");
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .session(i)
-            .is_connected())
-    );
-    assert!(
-        frozen.wait_for_log("session attached", Duration::from_secs(5)),
-        "{}",
-        frozen.output()
-    );
+    let (mut fleet, i) = call_attached_to(&t, &frozen);
     let live = start_bot(&t, "e2e-frozen-b", 1);
     frozen.signal(SIGSTOP);
     let stopped_at = Instant::now();
@@ -405,15 +403,7 @@ fn a_bot_frozen_with_sigstop_is_found_by_keepalive_and_its_caller_moves() {
     );
     println!("re-dispatched {took:?} after SIGSTOP");
     // The caller, still connected, talks to the live bot and hears it.
-    assert!(fleet.session(i).is_connected());
-    fleet
-        .session_mut(i)
-        .start_audio(Instant::now(), Duration::from_secs(1));
-    let heard = fleet.run_until(Instant::now() + Duration::from_secs(5), |f| {
-        loud_frames(f.session(i).received_pcm()) >= 45
-    });
-    assert!(heard, "no reply from the live bot:\n{}", live.output());
-    fleet.delete(i).expect("delete");
+    talks_and_hears(&mut fleet, i, &live);
 }
 
 /// Issue 4's browser check: headless Chromium speaks (espeak-ng speech through its fake
