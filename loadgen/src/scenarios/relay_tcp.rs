@@ -43,7 +43,11 @@ pub fn run<R: Ledger>(s: &mut Runner<R>, section: fn(&mut R) -> &mut RelayTcpSec
         ));
         for target in [FlowTarget::Relay, FlowTarget::RelayTcp] {
             let r = (|| {
-                let (relay, public) = s.start_relay(&key)?;
+                // Every flow comes from 127.0.0.1: lift the per-IP connection cap (64 by
+                // default, for callers behind one NAT) above the flow count.
+                let per_ip = (2 * s.plan.relay_flows).max(64).to_string();
+                let relay = s.start_relay_with(&key, &["--tcp-max-per-ip", &per_ip])?;
+                let (relay, public) = (relay.proc, relay.public);
                 // The TCP listener shares the UDP public address by default.
                 let r = s.flows(
                     target,
