@@ -88,6 +88,7 @@ fn run(config: Config) -> anyhow::Result<()> {
             index,
             bind,
             core: (!cores.is_empty()).then(|| cores[index % cores.len()]),
+            priority: config.loop_priority,
             metrics: metrics.loop_metrics(index),
             events: events_tx.clone(),
             ended: ended_tx.clone(),

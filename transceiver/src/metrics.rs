@@ -17,6 +17,10 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use clap::ValueEnum;
+
+use crate::media::thread_priority::LoopPriority;
+
 /// A histogram the loop fills in bulk: it counts locally and adds whole bucket deltas at
 /// publish time, so observing a frame costs no atomic operation.
 #[derive(Debug, Clone, Default)]
@@ -276,6 +280,12 @@ struct LoopLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LoopClassLabel {
+    r#loop: String,
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LoopReasonLabel {
     r#loop: String,
     reason: String,
@@ -313,6 +323,7 @@ pub struct Metrics {
     drops: Family<LoopReasonLabel, Counter>,
     sessions_active: Family<LoopLabel, Gauge>,
     loop_busy: Family<LoopLabel, Gauge<f64, AtomicU64>>,
+    loop_scheduling: Family<LoopClassLabel, Gauge>,
     sessions_refused: Family<ReasonLabel, Counter>,
     wakeups: Family<LoopLabel, Counter>,
     sessions_ended: Family<ReasonLabel, Counter>,
@@ -366,6 +377,7 @@ impl Metrics {
             drops: Family::default(),
             sessions_active: Family::default(),
             loop_busy: Family::default(),
+            loop_scheduling: Family::default(),
             sessions_refused: Family::default(),
             wakeups: Family::default(),
             sessions_ended: Family::default(),
@@ -450,6 +462,11 @@ impl Metrics {
             "loop_busy_ratio",
             "Share of wall time a media loop spent working (not waiting in poll), last 0.5 s window",
             self.loop_busy.clone(),
+        );
+        registry.register(
+            "loop_scheduling",
+            "1 for the scheduling class a media loop's thread runs at (rt, high, normal; see --loop-priority)",
+            self.loop_scheduling.clone(),
         );
         registry.register(
             "sessions_refused",
@@ -708,6 +725,16 @@ impl Metrics {
             wakeups: self.wakeups.get_or_create(&l).clone(),
             sessions_active: self.sessions_active.get_or_create(&l).clone(),
             busy: self.loop_busy.get_or_create(&l).clone(),
+            scheduling: LoopPriority::value_variants()
+                .iter()
+                .map(|p| {
+                    let label = LoopClassLabel {
+                        r#loop: index.to_string(),
+                        class: p.as_str().to_string(),
+                    };
+                    (*p, self.loop_scheduling.get_or_create(&label).clone())
+                })
+                .collect(),
             drops,
             uplink_frames: self.uplink_frames.get_or_create(&l).clone(),
             uplink_concealed: self.uplink_concealed.get_or_create(&l).clone(),
@@ -818,6 +845,7 @@ pub struct LoopMetrics {
     wakeups: Counter,
     sessions_active: Gauge,
     busy: Gauge<f64, AtomicU64>,
+    scheduling: Vec<(LoopPriority, Gauge)>,
     drops: [Counter; DropReason::ALL.len()],
     uplink_frames: Counter,
     uplink_concealed: Counter,
@@ -842,6 +870,13 @@ impl LoopMetrics {
     /// The loop's busy ratio of its last window (see `media::busy_meter`).
     pub fn set_busy(&self, ratio: f64) {
         self.busy.set(ratio);
+    }
+
+    /// The scheduling class the loop's thread got (see `media::thread_priority`).
+    pub fn set_priority(&self, got: LoopPriority) {
+        for (class, gauge) in &self.scheduling {
+            gauge.set(i64::from(*class == got));
+        }
     }
 
     /// Adds the pending counts to the shared metrics and zeroes them.

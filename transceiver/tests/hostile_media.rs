@@ -6,7 +6,7 @@
 mod support;
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -497,6 +497,29 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
+/// Every loop's scheduling class (`voxgate_loop_scheduling` at 1), in the metrics' order.
+fn loop_scheduling(server: &ServerProcess) -> Vec<String> {
+    metrics(server)
+        .lines()
+        .filter(|l| l.starts_with("voxgate_loop_scheduling{") && l.ends_with(" 1"))
+        .filter_map(|l| Some(l.split("class=\"").nth(1)?.split('"').next()?.to_string()))
+        .collect()
+}
+
+/// Waits (5 s at most) until the loops report scheduling classes `want` (each loop sets its
+/// own as its thread starts, which can be a moment after the server answers).
+fn wait_loop_scheduling(server: &ServerProcess, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while loop_scheduling(server) != want {
+        assert!(
+            Instant::now() < deadline,
+            "loop scheduling {:?}, want {want:?}",
+            loop_scheduling(server)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Median, p99 and largest of `gaps` (ms).
 fn gap_stats(mut gaps: Vec<f64>) -> (f64, f64, f64) {
     assert!(!gaps.is_empty(), "no downlink packets");
@@ -508,9 +531,29 @@ fn gap_stats(mut gaps: Vec<f64>) -> (f64, f64, f64) {
     )
 }
 
-/// Sends `datagram` to `to` as fast as `sendmmsg` allows while `flooding`, until `stop`;
-/// returns the count.
-fn flood(to: SocketAddr, datagram: &[u8], flooding: &AtomicBool, stop: &AtomicBool) -> u64 {
+/// The STUN message `check` with an unknown comprehension-optional attribute of `len` bytes
+/// before its MESSAGE-INTEGRITY (the last 24 bytes): a receiver must still HMAC all of it.
+fn padded(check: &[u8], len: usize) -> Vec<u8> {
+    let (head, integrity) = check.split_at(check.len() - 24);
+    let mut m = head.to_vec();
+    m.extend_from_slice(&0x8055u16.to_be_bytes());
+    m.extend_from_slice(&(len as u16).to_be_bytes());
+    m.extend(std::iter::repeat_n(0u8, len.next_multiple_of(4)));
+    m.extend_from_slice(integrity);
+    let attrs = (m.len() - 20) as u16;
+    m[2..4].copy_from_slice(&attrs.to_be_bytes());
+    m
+}
+
+/// Sender `index` of a flood: sends `datagram` to `to` as fast as `sendmmsg` allows while
+/// `index < senders`, until `stop`; returns the count.
+fn flood(
+    index: usize,
+    to: SocketAddr,
+    datagram: &[u8],
+    senders: &AtomicUsize,
+    stop: &AtomicBool,
+) -> u64 {
     use std::os::fd::AsRawFd;
     const N: usize = 64;
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -529,7 +572,7 @@ fn flood(to: SocketAddr, datagram: &[u8], flooding: &AtomicBool, stop: &AtomicBo
     }
     let mut sent = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        if !flooding.load(Ordering::Relaxed) {
+        if index >= senders.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(1));
             continue;
         }
@@ -668,6 +711,8 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
     // Unpinned: on a shared test machine a loop pinned to a core other work also wants waits
     // for that core, which would measure the neighbours, not the loop.
     let server = ServerProcess::start(&["--loops", "1", "--no-pin"]);
+    // The loop runs at the default --loop-priority (this suite runs as root, which may).
+    wait_loop_scheduling(&server, &["rt"]);
     let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
     let mut caller = TimestampedClient::open(&server);
     let id = caller.session.session_id().to_string();
@@ -694,37 +739,52 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
     // The flood and its baseline are interleaved: quiet and flooded windows alternate, so
     // whatever the machine's other work costs the loop lands on both alike, and the test asks
     // what the flood costs the session, not what a busy neighbour does.
-    let dropped_before = dropped_of(&server);
-    let kernel_before = kernel_drops(server.media_base_port);
-    let flooding = AtomicBool::new(false);
+    let senders = AtomicUsize::new(0);
     let wall = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     std::thread::scope(|s| {
         // The flood, as fast as a thread can send it: checks that carry the caller's real
         // (public) ufrag with a forged MESSAGE-INTEGRITY, the costliest junk there is (each
-        // reaches the session and fails str0m's HMAC), so one sender fills the loop.
-        let forged = binding_request(caller.session.server_ufrag(), 1);
-        let (stop, flooding) = (&stop, &flooding);
-        // Two senders, so the flood reaches the loop's capacity even when they get only the
-        // CPU the loop and the caller leave them (asserted below: the socket overflows).
-        let flooders: Vec<_> = (0..2)
-            .map(|_| {
+        // reaches the session and fails str0m's HMAC).
+        let forged = padded(&binding_request(caller.session.server_ufrag(), 1), 1_000);
+        let (stop, senders) = (&stop, &senders);
+        // A real flood arrives from the network at whatever rate the attacker pays for; here it
+        // costs this machine's CPU, which the loop (at `--loop-priority rt`, the default) and
+        // the machine's other work also want. So the senders get a raised priority (nice -5,
+        // still below the loop's) and the attacker brings more of them until the loop's socket
+        // overflows: the flood must be at the loop's capacity (asserted below).
+        const MAX_SENDERS: usize = 8;
+        let flooders: Vec<_> = (0..MAX_SENDERS)
+            .map(|index| {
                 let forged = forged.clone();
                 s.spawn(move || {
-                    // An attacker's CPU is not ours: at nice 19 a sender (and the kernel's
-                    // loopback delivery, which runs in its context) yields to the loop and
-                    // the caller, yet two of them still fill the loop's socket.
                     // SAFETY: setpriority on the calling thread (who = 0).
-                    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
-                    flood(media, &forged, flooding, stop)
+                    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -5) };
+                    flood(index, media, &forged, senders, stop)
                 })
             })
             .collect();
+        let mut active = 2;
+        loop {
+            senders.store(active, Ordering::Relaxed);
+            let before = kernel_drops(server.media_base_port);
+            caller.drive_for(Duration::from_millis(500));
+            let overflowed = kernel_drops(server.media_base_port) - before;
+            if overflowed >= 1_000 || active == MAX_SENDERS {
+                eprintln!("flood: {active} senders overflow the loop's socket");
+                break;
+            }
+            active += 2;
+        }
+        senders.store(0, Ordering::Relaxed);
+        caller.drive_for(Duration::from_millis(300));
+        let dropped_before = dropped_of(&server);
+        let kernel_before = kernel_drops(server.media_base_port);
         // Windows as (start, end, flooded) on the kernel timestamps' clock.
         let mut windows = Vec::new();
         let mut snap = None;
         for round in 0..4 {
             for flooded in [false, true] {
-                flooding.store(flooded, Ordering::Relaxed);
+                senders.store(if flooded { active } else { 0 }, Ordering::Relaxed);
                 let start = wall();
                 caller.drive_for(Duration::from_millis(1_000));
                 if flooded && round == 1 {
@@ -791,21 +851,54 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
             (18.0..=22.0).contains(&median),
             "median downlink gap {median:.1} ms"
         );
-        // The product target is p99 <= 30 ms under the flood, and the loop meets it when the
-        // machine leaves it a core (28.2 ms here in a calmer moment). On two shared cores a
-        // flood at capacity also costs the kernel's loopback delivery and the loop's whole
-        // time slice, after which it waits behind busy neighbours as a quiet loop does not
-        // (p99 32-40 ms under the flood against 21-24 ms between floods, beside two builds).
-        // So the test holds the flood to adding at most 25 ms to the quiet windows' p99, and
-        // never less than 50 ms in all. A loop that reads the flood before its timers fails
-        // this by far: it sends no tick for a whole read pass (seen: seconds).
-        let bound = 50.0_f64.max(base_p99 + 25.0);
+        // The product target: p99 <= 30 ms under the flood. The loop's real-time priority
+        // holds it on a busy machine (20.2-21.0 ms beside two CPU hogs and a build on 2 cores;
+        // 28-36 ms at normal or nice -10, where the loop waits time slices behind them). A
+        // loop that reads the flood before its timers fails this by far: it sends no tick for
+        // a whole read pass (seen: seconds).
         assert!(
-            p99 <= bound,
-            "p99 downlink gap {p99:.1} ms under the flood (bound {bound:.1} ms; {base_p99:.1} ms in the quiet windows)"
+            p99 <= 30.0,
+            "p99 downlink gap {p99:.1} ms under the flood ({base_p99:.1} ms in the quiet windows)"
         );
     });
     // DELETE is answered too.
     let r = support::http_delete(&server.url(&format!("/v1/sessions/{id}")), None);
     assert_eq!(r.status, 204);
+}
+
+#[test]
+fn loops_that_may_not_raise_their_priority_warn_once_each_and_serve() {
+    // Without CAP_SYS_NICE (dropped from the bounding set, so even root lacks it after exec),
+    // as in a container that was not granted it.
+    let server = ServerProcess::start_via(
+        &[
+            "setpriv",
+            "--bounding-set=-sys_nice",
+            "--inh-caps=-sys_nice",
+        ],
+        &["--loops", "2", "--no-pin"],
+    );
+    wait_loop_scheduling(&server, &["normal", "normal"]);
+    let (worker, mut fleet, id) = connected_call(&server, AudioMode::Pcm);
+    worker.play(&id, &tone(700.0, 1.0, 48_000), "reply");
+    assert!(
+        drive_fleet_until(&mut fleet, Duration::from_secs(10), |f| f
+            .report(0)
+            .audio_packets_received
+            >= 25),
+        "the caller heard no reply: {:?}",
+        fleet.report(0)
+    );
+    let log = std::fs::read_to_string(&server.log_path).unwrap();
+    let warnings = log
+        .lines()
+        .filter(|l| l.contains("could not raise the media loop's scheduling priority"))
+        .count();
+    assert_eq!(warnings, 2, "one warning per loop:\n{log}");
+
+    // Asked for nothing more, the loops say nothing.
+    let quiet = ServerProcess::start(&["--loops", "1", "--no-pin", "--loop-priority", "normal"]);
+    wait_loop_scheduling(&quiet, &["normal"]);
+    let log = std::fs::read_to_string(&quiet.log_path).unwrap();
+    assert!(!log.contains("scheduling priority"), "{log}");
 }

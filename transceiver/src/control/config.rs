@@ -12,6 +12,7 @@ use voxgate_proto::hint::FleetKey;
 
 use crate::control::client_origin::ProxyTrust;
 use crate::control::ingress::{self, IngressError, IngressSelector, IngressSpec};
+use crate::media::thread_priority::LoopPriority;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -39,6 +40,13 @@ pub struct Config {
     /// Do not pin media loops to CPU cores.
     #[arg(long, env = "VOXGATE_NO_PIN", default_value_t = false)]
     pub no_pin: bool,
+
+    /// Scheduling priority of the media loop threads: `rt` (SCHED_RR 10), `high` (nice -10) or
+    /// `normal`. A loop is a real-time thread: raised, it keeps pacing every session's downlink
+    /// while a flood or a neighbour keeps its core busy. Needs CAP_SYS_NICE; without it a loop
+    /// falls back (rt, then high, then normal) and logs one warning.
+    #[arg(long, env = "VOXGATE_LOOP_PRIORITY", value_enum, default_value_t = LoopPriority::Rt)]
+    pub loop_priority: LoopPriority,
 
     /// Addresses put in the answer's ICE candidates, comma separated, used as-is for every loop
     /// (typically the relay's public address). Default: each loop's own socket address.

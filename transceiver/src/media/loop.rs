@@ -49,6 +49,7 @@ use crate::media::session::{
     SessionSnapshot,
 };
 use crate::media::tcp_server::{ConnState, Frame, TcpLimits, TcpServer};
+use crate::media::thread_priority::{self, LoopPriority};
 use crate::media::timers::Timers;
 use crate::metrics::{DropReason, LoopCounters, LoopMetrics, TcpCloseReason};
 
@@ -187,6 +188,8 @@ pub struct LoopSpec {
     pub index: usize,
     pub bind: SocketAddr,
     pub core: Option<core_affinity::CoreId>,
+    /// Scheduling priority for the loop's thread (`--loop-priority`).
+    pub priority: LoopPriority,
     pub metrics: LoopMetrics,
     pub events: mpsc::Sender<LoopEvent>,
     pub ended: mpsc::UnboundedSender<SessionEnded>,
@@ -227,6 +230,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
     let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
     let index = spec.index;
     let core = spec.core;
+    let priority = spec.priority;
     let events = spec.events;
     let ended = spec.ended;
     let metrics = spec.metrics;
@@ -242,6 +246,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                     tracing::warn!(loop_index = index, "could not pin media loop to a core");
                 }
             }
+            metrics.set_priority(thread_priority::apply_loop_priority(index, priority));
             // Built on its own thread: the batch buffers hold raw pointers (not Send).
             let mut media_loop = MediaLoop {
                 index,

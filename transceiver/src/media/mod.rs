@@ -24,4 +24,5 @@ pub mod r#loop;
 pub mod receive_budget;
 pub mod session;
 pub mod tcp_server;
+pub mod thread_priority;
 pub mod timers;

@@ -131,12 +131,27 @@ impl ServerProcess {
         Self::start_full(media_ip, extra_args, &[])
     }
 
+    /// As [`ServerProcess::start`], run through `wrapper` (a command and its arguments that
+    /// end by executing the rest of the command line, e.g. `setpriv --bounding-set=...`).
+    pub fn start_via(wrapper: &[&str], extra_args: &[&str]) -> ServerProcess {
+        Self::start_wrapped(wrapper, Ipv4Addr::LOCALHOST.into(), extra_args, &[])
+    }
+
     fn start_full(media_ip: IpAddr, extra_args: &[&str], envs: &[(&str, &str)]) -> ServerProcess {
+        Self::start_wrapped(&[], media_ip, extra_args, envs)
+    }
+
+    fn start_wrapped(
+        wrapper: &[&str],
+        media_ip: IpAddr,
+        extra_args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> ServerProcess {
         // A port picked free can be taken by someone else before the server binds it: retry a few
         // times when the process exits during start-up.
         let mut last_err = String::new();
         for attempt in 0..3 {
-            match Self::try_start(media_ip, extra_args, envs) {
+            match Self::try_start(wrapper, media_ip, extra_args, envs) {
                 Ok(server) => return server,
                 Err(StartError::ExitedEarly(msg)) => {
                     last_err = msg;
@@ -154,6 +169,7 @@ impl ServerProcess {
     }
 
     fn try_start(
+        wrapper: &[&str],
         media_ip: IpAddr,
         extra_args: &[&str],
         envs: &[(&str, &str)],
@@ -179,7 +195,14 @@ impl ServerProcess {
         let log = File::create(&log_path).expect("create server log file");
         let log_err = log.try_clone().expect("clone log file handle");
 
-        let mut cmd = Command::new(transceiver_bin());
+        let mut cmd = match wrapper {
+            [] => Command::new(transceiver_bin()),
+            [program, args @ ..] => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(transceiver_bin());
+                cmd
+            }
+        };
         cmd.arg("--signal-listen")
             .arg(signal_addr.to_string())
             .arg("--media-listen")
