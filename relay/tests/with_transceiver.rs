@@ -491,19 +491,24 @@ fn chromium_connects_through_the_relay() {
         relays.iter().all(|r| workers.iter().any(|w| w == r)),
         "a path bypassed this relay's workers {workers:?}: {line}"
     );
-    let forwarded = |direction: &str| {
-        relay.metric(
+    // The relay publishes its workers' counters every 100 ms, so the last datagrams of the
+    // call can be counted by the transceiver before the relay's scrape shows them: wait for
+    // the relay's count to catch up (it can only grow) rather than compare two moments.
+    let counters = &report["server"]["counters"];
+    let forwarded_at_least = |direction: &str, want: f64| {
+        relay.wait_metric(
             "voxgate_relay_packets_forwarded_total",
             &[("direction", direction)],
-        )
+            Duration::from_secs(5),
+            |v| v >= want,
+        ) >= want
     };
-    let counters = &report["server"]["counters"];
     assert!(
-        forwarded("to_transceiver") >= counters["datagrams_in"].as_f64().unwrap(),
+        forwarded_at_least("to_transceiver", counters["datagrams_in"].as_f64().unwrap()),
         "the transceiver received datagrams the relay did not carry: {line}"
     );
     assert!(
-        forwarded("to_client") >= counters["datagrams_out"].as_f64().unwrap(),
+        forwarded_at_least("to_client", counters["datagrams_out"].as_f64().unwrap()),
         "the transceiver sent datagrams around the relay: {line}"
     );
 }

@@ -6,7 +6,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::backend::{TestTap, TestWorker};
-use support::{drive_until, http_get, metric_sum, ServerProcess};
+use support::{drive_until, http_get, metric_sum, wait_metric, ServerProcess};
 use voxgate_testkit::signal::dominant_frequency;
 use voxgate_testkit::{Fleet, SessionConfig};
 
@@ -473,10 +473,13 @@ fn backend_data_messages_and_hangup_reach_the_caller() {
             .session(i)
             .is_closed())
     );
-    let ended = metric_sum(
-        &http_get(&server.url("/metrics"), None).body,
+    // The caller sees the close on the wire before the control plane has counted the end (the
+    // loop reports it on a channel): wait for the count, then check it is exactly one.
+    let ended = wait_metric(
+        &server,
         "voxgate_sessions_ended_total",
         &["reason=\"backend_hangup\""],
+        1,
     );
     assert_eq!(ended, 1);
 }
