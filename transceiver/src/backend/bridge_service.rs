@@ -32,10 +32,12 @@ use crate::media::r#loop::AttachError;
 use crate::media::session::SessionId;
 
 /// Uplink messages buffered per subscriber (≈ 2 s of frames) before frames are dropped: a
-/// backend further behind than that is stuck, and old audio is worthless to it.
-const UPLINK_QUEUE: usize = 100;
+/// backend further behind than that is stuck, and old audio is worthless to it. Public so the
+/// `session` benchmark gives its `Session` the queues a real backend gets.
+pub const UPLINK_QUEUE: usize = 100;
 /// Downlink messages buffered per session before the backend's stream is back-pressured.
-const DOWNLINK_QUEUE: usize = 64;
+/// Public for the `session` benchmark, like [`UPLINK_QUEUE`].
+pub const DOWNLINK_QUEUE: usize = 64;
 const WORKER_QUEUE: usize = 256;
 /// Largest gRPC message a backend may send. A downlink chunk of a second of 48 kHz PCM is
 /// 96 KiB; tonic's 4 MiB default would let one session queue hundreds of MiB (64 messages).
