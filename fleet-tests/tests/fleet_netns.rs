@@ -872,19 +872,16 @@ fn relay_failover(
     );
     // Every moved flow is back on relay2, and no new session was signaled. A flow is restored
     // either from the Redis route on its first RTP packet or by the hint in a binding request
-    // that reaches relay2 first: a client whose checks went unanswered through the dead relay
-    // re-checks at once, so on a loaded machine many flows come back by their hint (seen: 14
-    // of 30 beside a release build), just as fast. The Redis path must carry some of them; the
-    // relay's own tests prove a restore from Redis alone (`route_cache.rs`).
+    // that reaches relay2 first. Which comes first is the client's timing, not the product's:
+    // a client whose checks went unanswered through the dead relay re-checks at once, and on a
+    // loaded machine its check often leaves before its next RTP packet (seen: 14 of 30 flows by
+    // hint beside a release build, and all 30 beside a release build and a 2-core test run,
+    // with relay2 making no Redis lookup at all). Both are as fast, so the outcome asked here
+    // is that every moved flow came back; the split is reported above, and the relay's own
+    // tests prove a restore from Redis alone, with no binding request (`route_cache.rs`).
     assert!(
         established >= moved.len() as f64,
         "relay2 re-established only {established} flows for {} moved callers\n{}",
-        moved.len(),
-        relay_diagnostics(http)
-    );
-    assert!(
-        installed >= 1.0,
-        "relay2 restored no route from Redis for {} moved callers\n{}",
         moved.len(),
         relay_diagnostics(http)
     );

@@ -1,11 +1,16 @@
-//! Micro-benchmarks: criterion's estimates for `loadgen/benches/proto_parsers.rs`, which
-//! `scripts/bench` runs before the suite; the suite only reads what criterion wrote.
+//! Micro-benchmarks: criterion's estimates for `loadgen/benches/proto_parsers.rs` and
+//! `transceiver/benches/session.rs`, which `scripts/bench` runs before the suite; the suite only
+//! reads what criterion wrote. The session benchmark also gives the report's "Where a packet's
+//! CPU goes" table, set beside the whole process's cost from the same run.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use crate::report::runs::us_per_packet;
+use crate::scenarios::cost::CostPoint;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -68,7 +73,8 @@ pub fn section(md: &mut String, micro: &[MicroBench]) {
     }
     let _ = writeln!(
         md,
-        "criterion, `loadgen/benches/proto_parsers.rs`, short measurement times (shared machine). Demux maps hold 1,000 sessions.\n"
+        "criterion, short measurement times (shared machine): `loadgen/benches/proto_parsers.rs` (per call; demux maps hold \
+         1,000 sessions) and `transceiver/benches/session.rs` (`uplink/*`, `downlink/*`: per second of audio, 50 packets).\n"
     );
     let _ = writeln!(md, "| benchmark | median ns | mean ns |\n|---|---|---|");
     for b in micro {
@@ -79,4 +85,160 @@ pub fn section(md: &mut String, micro: &[MicroBench]) {
         );
     }
     md.push('\n');
+}
+
+/// Packets in one iteration of `transceiver/benches/session.rs` (a second of 20 ms audio).
+const SESSION_BENCH_PACKETS: f64 = 50.0;
+/// The passthrough cost runs' traffic per session-second: 50 uplink packets, and downlink
+/// during half of each 2 s duty cycle (25 packets).
+const COST_UPLINK_PPS: f64 = 50.0;
+const COST_DOWNLINK_PPS: f64 = 25.0;
+
+/// A session benchmark's median per packet (µs), if it ran.
+fn session_us(micro: &[MicroBench], id: &str) -> Option<f64> {
+    micro
+        .iter()
+        .find(|b| b.name == id)
+        .map(|b| b.median_ns / SESSION_BENCH_PACKETS / 1_000.0)
+}
+
+/// The "Where a packet's CPU goes" section: one `Session`'s parts (criterion, no I/O) beside
+/// the whole transceiver process's passthrough cost per datagram (the cost runs).
+pub fn packet_cost_section(md: &mut String, micro: &[MicroBench], cost: &[CostPoint]) {
+    let _ = writeln!(md, "## Where a packet's CPU goes\n");
+    let rows = [
+        (
+            "uplink/passthrough",
+            "uplink, whole session (passthrough)",
+            "SRTP decrypt, str0m RTP, hand-off, the second's timers",
+        ),
+        (
+            "uplink/str0m_only",
+            "uplink, str0m and session bookkeeping",
+            "the same second with no backend attached",
+        ),
+        (
+            "uplink/bridge_passthrough",
+            "uplink, bridge hand-off alone",
+            "an Opus packet into the backend's bounded queue",
+        ),
+        (
+            "downlink/idle",
+            "timers of an idle second",
+            "20 ms bridge ticks with nothing to play, str0m timeouts",
+        ),
+        (
+            "downlink/passthrough",
+            "downlink, whole session (passthrough)",
+            "tick: pop, RTP write, SRTP encrypt, drain",
+        ),
+        (
+            "downlink/bridge_passthrough",
+            "downlink, bridge pop alone",
+            "one queued Opus packet",
+        ),
+        (
+            "uplink/pcm",
+            "uplink, whole session (PCM)",
+            "plus Opus decode",
+        ),
+        (
+            "downlink/pcm",
+            "downlink, whole session (PCM)",
+            "plus Opus encode",
+        ),
+    ];
+    let (Some(up), Some(down), Some(idle)) = (
+        session_us(micro, "uplink/passthrough"),
+        session_us(micro, "downlink/passthrough"),
+        session_us(micro, "downlink/idle"),
+    ) else {
+        let _ = writeln!(
+            md,
+            "Not run in this profile (`scripts/bench-session`, or `scripts/bench` outside `--smoke`).\n"
+        );
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "One real `Session` (str0m, SRTP, the audio bridge and its queues) driven through a recorded second of audio \
+         with no sockets and no threads (criterion, `transceiver/benches/session.rs`; medians, per 20 ms packet). \
+         No kernel I/O and no gRPC are in these rows: they are what is left of the whole process's figure below.\n"
+    );
+    let _ = writeln!(md, "| part | what runs | µs per packet |\n|---|---|---|");
+    for (id, part, what) in rows {
+        if let Some(us) = session_us(micro, id) {
+            let _ = writeln!(md, "| {part} | {what} | {us:.2} |");
+        }
+    }
+    // The session's cost per datagram of the cost runs' traffic: uplink packets at the whole
+    // session's cost (timers included), downlink packets at the tick's cost above idle.
+    let session_per_datagram = (COST_UPLINK_PPS * up + COST_DOWNLINK_PPS * (down - idle).max(0.0))
+        / (COST_UPLINK_PPS + COST_DOWNLINK_PPS);
+    let whole: Vec<(usize, f64)> = cost
+        .iter()
+        .filter(|p| p.mode == "passthrough")
+        .filter_map(|p| Some((p.sessions, us_per_packet(&p.runs)?)))
+        .collect();
+    let _ = writeln!(
+        md,
+        "\nBeside the whole transceiver process in passthrough (the cost runs above: 50 uplink and 25 downlink \
+         packets per session-second), the session's share is {session_per_datagram:.2} µs per datagram; the rest is \
+         kernel receive and send (`recvmmsg`, `sendmmsg`, `epoll_wait`, wakeups), the loop's demux and batching, and \
+         the gRPC hop (protobuf, HTTP/2, the backend's TCP).\n"
+    );
+    if whole.is_empty() {
+        let _ = writeln!(
+            md,
+            "(The passthrough cost runs did not run in this report.)\n"
+        );
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "| sessions | whole process µs per datagram | inside the session | outside it (kernel, loop, gRPC) | session share |\n|---|---|---|---|---|"
+    );
+    for (n, w) in whole {
+        let _ = writeln!(
+            md,
+            "| {n} | {w:.2} | {session_per_datagram:.2} | {:.2} | {:.0} % |",
+            (w - session_per_datagram).max(0.0),
+            100.0 * session_per_datagram / w
+        );
+    }
+    md.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bench(name: &str, per_second_ns: f64) -> MicroBench {
+        MicroBench {
+            name: name.into(),
+            mean_ns: per_second_ns,
+            median_ns: per_second_ns,
+        }
+    }
+
+    #[test]
+    fn packet_cost_reads_per_packet_figures_and_says_when_not_run() {
+        let mut md = String::new();
+        packet_cost_section(&mut md, &[], &[]);
+        assert!(md.contains("Not run in this profile"), "{md}");
+
+        // 50 packets per iteration: 203,500 ns per second is 4.07 µs per packet.
+        let micro = [
+            bench("uplink/passthrough", 203_500.0),
+            bench("downlink/passthrough", 120_500.0),
+            bench("downlink/idle", 34_500.0),
+        ];
+        let mut md = String::new();
+        packet_cost_section(&mut md, &micro, &[]);
+        assert!(md.contains("| 4.07 |"), "{md}");
+        assert!(md.contains("| 2.41 |"), "{md}");
+        // (50 × 4.07 + 25 × (2.41 − 0.69)) / 75 = 3.29 µs per datagram.
+        assert!(md.contains("3.29 µs per datagram"), "{md}");
+        assert!(md.contains("did not run"), "{md}");
+    }
 }

@@ -165,7 +165,10 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "micro",
         run: None,
         targets: |_, _| {},
-        section: |md, r| micro::section(md, &r.micro),
+        section: |md, r| {
+            micro::packet_cost_section(md, &r.micro, &r.cost);
+            micro::section(md, &r.micro)
+        },
     },
 ];
 
