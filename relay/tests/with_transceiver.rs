@@ -459,7 +459,10 @@ fn ipv6_sessions_through_the_relay_exchange_audio_both_ways() {
 #[test]
 fn chromium_connects_through_the_relay() {
     let ports = RelayPorts::new(2);
-    let relay = RelayProcess::start(&ports, 2, &[]);
+    // The relay's TCP side (ICE over TCP, issue 13) reaches the transceiver from its own
+    // internal socket: bound here, so the test knows it as one of this relay's addresses.
+    let tcp_internal = format!("127.0.0.1:{}", common::free_udp_range(1));
+    let relay = RelayProcess::start(&ports, 2, &["--tcp-internal-listen", &tcp_internal]);
     let t = start_transceiver(relay.public, 0, 2);
     let report = chromium_report(
         Command::new("node"),
@@ -474,11 +477,13 @@ fn chromium_connects_through_the_relay() {
             > 0
     );
     // Chromium gathers every local address (loopback and, on most machines, a LAN address)
-    // and may use several pairs; SO_REUSEPORT can hash each to a different worker. What must
-    // hold is that every path runs through one of this relay's workers, and that the relay
-    // carried at least every datagram the transceiver counted in and out.
+    // and may use several pairs, over UDP and TCP (the answer has passive TCP candidates);
+    // SO_REUSEPORT can hash each UDP pair to a different worker. What must hold is that every
+    // path runs through this relay (one of its UDP workers or its TCP side), and that the
+    // relay carried at least every datagram the transceiver counted in and out.
     let workers: Vec<String> = (0..2)
         .map(|i| format!("127.0.0.1:{}", ports.internal_base + i))
+        .chain([tcp_internal.clone()])
         .collect();
     let relays: Vec<&str> = report["server"]["relays"]
         .as_array()

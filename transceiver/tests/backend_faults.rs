@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::backend::TestWorker;
-use support::{drive_until, http_get, metric_sum, ServerProcess};
+use support::{drive_until, http_get, metric_sum, wait_metric, ServerProcess};
 use voxgate_proto::bridge::session_event;
 use voxgate_testkit::{Fleet, SessionConfig};
 
@@ -291,12 +291,14 @@ fn a_session_past_max_session_secs_ends_with_max_duration() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(backend_told, "{:?}", worker.session(&id));
-    let text = http_get(&server.url("/metrics"), None).body;
+    // The backend hears of the end from the loop before the control plane has counted it (the
+    // loop reports ends on a channel): wait for the count, then check it is exactly one.
     assert_eq!(
-        metric_sum(
-            &text,
+        wait_metric(
+            &server,
             "voxgate_sessions_ended_total",
-            &["reason=\"max_duration\""]
+            &["reason=\"max_duration\""],
+            1
         ),
         1
     );
