@@ -204,27 +204,12 @@ pub struct LoopSpec {
 
 /// Binds the loop's socket (so errors surface to the caller) and starts its thread.
 pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
-    let std_socket = bind_udp(spec.bind)?;
-    let local_addr = std_socket.local_addr()?;
-    let mut socket = UdpSocket::from_std(std_socket);
     let poll = Poll::new()?;
+    let (std_socket, local_addr, tcp) = bind_media(&spec, &poll)?;
+    let mut socket = UdpSocket::from_std(std_socket);
     poll.registry()
         .register(&mut socket, SOCKET, Interest::READABLE)?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-    // `same` as an ephemeral UDP port means the port the UDP socket got.
-    let tcp_bind = spec
-        .tcp_bind
-        .map(|a| if a == spec.bind { local_addr } else { a });
-    let tcp = match tcp_bind {
-        Some(addr) => Some(TcpServer::bind(
-            addr,
-            spec.tcp_limits,
-            poll.registry(),
-            TCP_LISTENER,
-            TCP_CONN_BASE,
-        )?),
-        None => None,
-    };
     let tcp_addr = tcp.as_ref().map(TcpServer::local_addr);
     let tcp_frame = vec![0; spec.tcp_limits.max_frame];
     let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
@@ -286,6 +271,53 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
         },
         thread,
     ))
+}
+
+/// Attempts at an ephemeral UDP port whose number is also free for TCP (see [`bind_media`]).
+const EPHEMERAL_PAIR_ATTEMPTS: usize = 16;
+
+/// Binds the loop's UDP socket and, when asked, its ICE-TCP listener. `same` on an ephemeral
+/// UDP port means the port the UDP socket got, but a port the kernel found free for UDP can be
+/// in use for TCP: by another connection, or by one in TIME_WAIT (Linux refuses the bind
+/// unless both sockets set SO_REUSEADDR; seen after a test made 10,000 connections). Such a
+/// pair is retried on a new ephemeral port; any other failure is returned as it is.
+fn bind_media(
+    spec: &LoopSpec,
+    poll: &Poll,
+) -> io::Result<(std::net::UdpSocket, SocketAddr, Option<TcpServer>)> {
+    let ephemeral_pair = spec.bind.port() == 0 && spec.tcp_bind == Some(spec.bind);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let udp = bind_udp(spec.bind)?;
+        let local_addr = udp.local_addr()?;
+        let Some(tcp_addr) = spec
+            .tcp_bind
+            .map(|a| if a == spec.bind { local_addr } else { a })
+        else {
+            return Ok((udp, local_addr, None));
+        };
+        match TcpServer::bind(
+            tcp_addr,
+            spec.tcp_limits,
+            poll.registry(),
+            TCP_LISTENER,
+            TCP_CONN_BASE,
+        ) {
+            Ok(tcp) => return Ok((udp, local_addr, Some(tcp))),
+            Err(e)
+                if ephemeral_pair
+                    && e.kind() == io::ErrorKind::AddrInUse
+                    && attempt < EPHEMERAL_PAIR_ATTEMPTS =>
+            {
+                tracing::debug!(
+                    port = local_addr.port(),
+                    "ephemeral port taken for TCP; retrying"
+                );
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
