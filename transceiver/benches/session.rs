@@ -79,7 +79,7 @@ fn uplink(c: &mut Criterion) {
                     let arrival = Instant::now();
                     for (i, p) in packets.iter().enumerate() {
                         let ts = i as u32 * 960;
-                        bridge.on_audio_packet(arrival, i as u64, ts, black_box(p));
+                        bridge.on_audio_packet(arrival, i as u64, ts, black_box(p.clone()));
                     }
                     (bridge, backend)
                 },

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::error::TryRecvError;
 use voxgate_proto::bridge::{downlink, uplink, AudioMode, Cleared, PlaybackProgress, Uplink};
 
-use super::{AudioBridge, BridgeAction, QueuedItem, FRAME, MAX_OPUS_PACKET, RTP_TICKS_PER_FRAME};
+use super::{
+    AudioBridge, BridgeAction, QueuedItem, TickGrid, FRAME, MAX_OPUS_PACKET, RTP_TICKS_PER_FRAME,
+};
 
 /// Downlink audio the loop holds, PCM or Opus; beyond it, backend messages wait in the channel
 /// (and gRPC flow control pushes back on the backend).
@@ -150,10 +152,10 @@ impl AudioBridge {
     /// timestamp), or `None` when nothing is queued. Call at `next_tick()`.
     pub fn tick(&mut self, now: Instant) -> Option<(&[u8], u32)> {
         let due = self.next_tick?;
-        // Fixed cadence, no drift; after a long stall, restart the clock instead of bursting.
+        // Fixed cadence, no drift; after a long stall, restart on the grid instead of bursting.
         let mut next = due + FRAME;
         if now > next + 3 * FRAME {
-            next = now + FRAME;
+            next = TickGrid::shared().first_after(now);
         }
         self.next_tick = Some(next);
         let ts = self.out_rtp_ts;

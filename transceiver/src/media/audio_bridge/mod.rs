@@ -11,9 +11,11 @@
 //! the session events it reports.
 
 mod downlink_pacer;
+mod tick_grid;
+mod uplink_decoder;
 
 use downlink_pacer::OpusQueue;
-mod uplink_decoder;
+pub use tick_grid::TickGrid;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -255,8 +257,8 @@ impl AudioBridge {
             self.send_owner(event(kind, "", &self.session_id, &Default::default()));
         }
         // Tick from now on, even before media flows, so backend messages (and a backend that
-        // went away) are noticed within a frame.
-        self.next_tick = Some(now + FRAME);
+        // went away) are noticed within a frame; on the shared grid (see `tick_grid`).
+        self.next_tick = Some(TickGrid::shared().first_after(now));
         Ok(())
     }
 
@@ -307,7 +309,8 @@ impl AudioBridge {
         );
         self.broadcast(ev);
         if self.owner.is_some() {
-            self.next_tick.get_or_insert(now + FRAME);
+            self.next_tick
+                .get_or_insert_with(|| TickGrid::shared().first_after(now));
         }
     }
 
@@ -500,7 +503,7 @@ mod tests {
             if i == 3 || i == 6 || i == 7 {
                 continue; // lost
             }
-            b.on_audio_packet(now, 100 + i as u64, 960 * i as u32, p);
+            b.on_audio_packet(now, 100 + i as u64, 960 * i as u32, p.clone());
         }
         let frames = audio_frames(&mut up);
         assert_eq!(frames.len(), 10);
@@ -521,7 +524,7 @@ mod tests {
         let ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(5));
         b.attach_owner(ep, now, &Default::default()).unwrap();
         for (i, p) in opus_frames(20).iter().enumerate() {
-            b.on_audio_packet(now, i as u64, 0, p);
+            b.on_audio_packet(now, i as u64, 0, p.clone());
         }
         // 4 slots: the ATTACHED event plus 3 frames; the other 17 frames are dropped.
         assert_eq!(b.counters().uplink_dropped, 17);
@@ -537,13 +540,13 @@ mod tests {
         b.attach_owner(ep, t0, &Default::default()).unwrap();
         assert!(!b.owner_stalled(t0), "one slot still free");
         for (i, p) in opus_frames(4).iter().enumerate() {
-            b.on_audio_packet(t0, i as u64, 0, p);
+            b.on_audio_packet(t0, i as u64, 0, p.clone());
         }
         assert!(!b.owner_stalled(t0), "full, but only just");
         // The backend reads once: the clock restarts.
         up_rx.try_recv().unwrap();
         assert!(!b.owner_stalled(t0 + Duration::from_secs(1)));
-        b.on_audio_packet(t0, 9, 0, &opus_frames(1)[0]);
+        b.on_audio_packet(t0, 9, 0, opus_frames(1).remove(0));
         assert!(!b.owner_stalled(t0 + Duration::from_secs(2)));
         assert!(!b.owner_stalled(t0 + Duration::from_millis(3_900)));
         assert!(b.owner_stalled(t0 + Duration::from_secs(4)));
@@ -597,6 +600,35 @@ mod tests {
         assert_eq!(cleared.item_played_ms, 200);
         assert_eq!(cleared.item_id, "item-1");
         assert_eq!(cleared.dropped_ms, 800);
+    }
+
+    #[test]
+    fn sessions_attached_apart_tick_together_and_a_stalled_clock_rejoins_the_grid() {
+        let t0 = Instant::now();
+        let mut a = AudioBridge::new("a".into(), SETTINGS);
+        let mut b = AudioBridge::new("b".into(), SETTINGS);
+        let (ep_a, _up_a, _down_a) = owner(48_000);
+        let (ep_b, _up_b, _down_b) = owner(48_000);
+        a.attach_owner(ep_a, t0, &Default::default()).unwrap();
+        b.attach_owner(ep_b, t0 + Duration::from_millis(7), &Default::default())
+            .unwrap();
+        a.on_connected(t0);
+        b.on_connected(t0 + Duration::from_millis(7));
+        // Within one period of each other: same tick, or b exactly one frame later.
+        let (ta, tb) = (a.next_tick().unwrap(), b.next_tick().unwrap());
+        assert!(tb == ta || tb == ta + FRAME, "{:?}", tb.duration_since(ta));
+        for _ in 0..5 {
+            let t = a.next_tick().unwrap();
+            a.tick(t);
+        }
+        let on_grid = |t: Instant| TickGrid::shared().first_after(t - FRAME) == t;
+        assert!(on_grid(a.next_tick().unwrap()));
+        // A loop stalled for 200 ms: the clock restarts on the grid, not at "now + 20 ms".
+        let late = a.next_tick().unwrap() + Duration::from_micros(200_321);
+        a.tick(late);
+        let next = a.next_tick().unwrap();
+        assert!(next > late && next <= late + FRAME);
+        assert!(on_grid(next));
     }
 
     #[test]

@@ -35,8 +35,12 @@ impl AudioBridge {
         self.broadcast(msg);
     }
 
-    /// One received Opus packet (in order, as str0m delivers them).
-    pub fn on_audio_packet(&mut self, arrival: Instant, rtp_seq: u64, rtp_ts: u32, data: &[u8]) {
+    /// One received Opus packet (in order, as str0m delivers them). Taken by value: in
+    /// passthrough str0m's buffer becomes the message's `Bytes` without a copy.
+    pub fn on_audio_packet<D>(&mut self, arrival: Instant, rtp_seq: u64, rtp_ts: u32, data: D)
+    where
+        D: AsRef<[u8]> + Send + 'static,
+    {
         let gap = match self.last_rtp_seq {
             Some(last) if rtp_seq > last + 1 => rtp_seq - last - 1,
             Some(last) if rtp_seq <= last => return, // duplicate or stale
@@ -54,7 +58,7 @@ impl AudioBridge {
         if passthrough {
             let msg = Uplink {
                 kind: Some(uplink::Kind::Opus(OpusPacket {
-                    data: Bytes::copy_from_slice(data),
+                    data: Bytes::from_owner(data),
                     rtp_sequence: rtp_seq as u32 & 0xffff,
                     rtp_timestamp: rtp_ts,
                     arrival_unix_micros: arrival_us,
@@ -70,10 +74,11 @@ impl AudioBridge {
                 // The frame just before this packet can be recovered from its in-band FEC;
                 // earlier ones are synthesized by PLC.
                 let fec = k + 1 == gap;
-                self.decode_and_send(if fec { data } else { &[] }, fec, ts, arrival_us, true);
+                let packet = if fec { data.as_ref() } else { &[] };
+                self.decode_and_send(packet, fec, ts, arrival_us, true);
             }
         }
-        self.decode_and_send(data, false, rtp_ts, arrival_us, false);
+        self.decode_and_send(data.as_ref(), false, rtp_ts, arrival_us, false);
         // Socket arrival → frame queued for the backends (the media-latency target).
         let us = arrival.elapsed().as_micros() as u64;
         self.handoff.observe(us);
