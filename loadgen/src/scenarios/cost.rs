@@ -663,6 +663,85 @@ pub fn why_downlink(md: &mut String, cost: &[CostPoint], floor: Option<&CodecFlo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session_load::ServerUsage;
+
+    fn floor(rate: u32, decode: f64, encode: f64) -> CodecFloor {
+        CodecFloor {
+            sample_rate: rate,
+            bitrate: 32_000,
+            complexity: 5,
+            decode_us_per_frame: decode,
+            encode_us_per_frame: encode,
+            ..CodecFloor::default()
+        }
+    }
+
+    /// A point whose run spent `cpu` seconds on 1,000 uplink and 500 downlink frames, with
+    /// `admitted` sessions signaled.
+    fn point(mode: &str, sessions: usize, cpu: f64, admitted: usize) -> CostPoint {
+        CostPoint {
+            mode: mode.into(),
+            sessions,
+            runs: vec![LoadResult {
+                server: Some(ServerUsage {
+                    cpu_secs: cpu,
+                    ..ServerUsage::default()
+                }),
+                window_audio_sent: 1000,
+                window_audio_received: 500,
+                sessions_signaled: admitted,
+                ..LoadResult::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn floor_ratio_uses_the_floor_at_the_points_rate_and_the_worst_point() {
+        // 16 kHz floor: 1,000 × 10 µs + 500 × 20 µs = 0.02 s; 48 kHz: 0.04 s.
+        let floors = [floor(16_000, 10.0, 20.0), floor(48_000, 20.0, 40.0)];
+        let cost = [
+            point("pcm16k", 100, 0.024, 100),
+            point("pcm16k", 250, 0.030, 250),
+            point("pcm", 100, 0.05, 100),
+            // Another encoder: not compared with the default encoder's floor.
+            point("pcm-lowdelay-c0", 500, 0.01, 500),
+        ];
+        let (ratio, n) = pcm_floor_ratio(&cost, &floors, 16_000).unwrap();
+        assert!((ratio - 1.5).abs() < 1e-9 && n == 250, "{ratio} at {n}");
+        let (ratio, n) = pcm_floor_ratio(&cost, &floors, 48_000).unwrap();
+        assert!((ratio - 1.25).abs() < 1e-9 && n == 100, "{ratio} at {n}");
+        assert!(
+            pcm_floor_ratio(&cost, &floors, 24_000).is_none(),
+            "no points"
+        );
+        assert!(floor_for("pcm-lowdelay-c0", &floors).is_none());
+        assert!(floor_for("passthrough", &floors).is_none());
+    }
+
+    #[test]
+    fn capacity_is_the_admitted_sessions_of_the_500_arrival_point() {
+        let cost = [
+            point("pcm", 250, 0.1, 250),
+            point("pcm", CAPACITY_ARRIVALS, 0.1, 238),
+            point("pcm-lowdelay-c0", CAPACITY_ARRIVALS, 0.1, 410),
+        ];
+        assert_eq!(pcm_capacity(&cost, "pcm"), Some(238));
+        assert_eq!(pcm_capacity(&cost, "pcm-lowdelay-c0"), Some(410));
+        assert_eq!(pcm_capacity(&cost, "pcm16k"), None);
+    }
+
+    #[test]
+    fn every_planned_cost_mode_exists() {
+        for p in [Profile::Smoke, Profile::Quick, Profile::Full] {
+            let plan = Plan::of(p);
+            for (mode, _) in &plan.cost_extra {
+                assert!(cost_mode(mode).is_some(), "{mode}");
+            }
+            for mode in &plan.modes {
+                assert!(cost_mode(mode).is_some(), "{mode}");
+            }
+        }
+    }
 
     #[test]
     fn profile_shares_add_matching_lines() {

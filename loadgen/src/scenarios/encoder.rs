@@ -31,14 +31,18 @@ pub fn measure<R: Ledger>(s: &mut Runner<R>, slot: fn(&mut R) -> &mut QualityMat
 
 /// The "Encoder settings: cost and quality" section.
 pub fn section(md: &mut String, q: &QualityMatrix) {
-    let _ = writeln!(md, "## Encoder settings: cost and quality\n");
     if let Some(why) = &q.skipped {
-        let _ = writeln!(md, "Not measured ({why}).\n");
+        let _ = writeln!(
+            md,
+            "## Encoder settings: cost and quality\n\nNot measured ({why}).\n"
+        );
         return;
     }
     if q.points.is_empty() {
+        // Results from before this was measured.
         return;
     }
+    let _ = writeln!(md, "## Encoder settings: cost and quality\n");
     let _ = writeln!(
         md,
         "The downlink encoder's CPU per 20 ms frame (thread CPU time, median of the repeats) and its quality on \
