@@ -31,6 +31,9 @@ pub enum Command {
     Flows(crate::relay_load::FlowsArgs),
     /// Measure the libopus floor: decode + encode cost of the frames a session carries.
     CodecFloor(crate::codec_floor::CodecFloorArgs),
+    /// Measure encoder cost and quality (log-spectral distance) on spoken sentences, for each
+    /// application and complexity of the matrix at 16, 24 and 48 kHz.
+    CodecQuality(crate::codec_quality::CodecQualityArgs),
     /// Run the whole benchmark suite (what scripts/bench calls).
     Suite(crate::suite::SuiteArgs),
     /// Render docs/BENCHMARKS.md and the SVG plots from a suite's results JSON.
@@ -209,6 +212,10 @@ pub fn main() -> anyhow::Result<()> {
         Command::Flows(a) => crate::relay_load::run_cli(&a),
         Command::CodecFloor(a) => {
             let r = crate::codec_floor::run(&a)?;
+            write_json(&r, a.out.as_ref())
+        }
+        Command::CodecQuality(a) => {
+            let r = crate::codec_quality::matrix(a.bitrate, a.repeats)?;
             write_json(&r, a.out.as_ref())
         }
         Command::Suite(a) => crate::suite::run(&a),

@@ -31,6 +31,7 @@ pub mod backend;
 pub mod batch_udp;
 pub mod cli;
 pub mod codec_floor;
+pub mod codec_quality;
 pub mod forwarder;
 pub mod janus;
 pub mod json_out;

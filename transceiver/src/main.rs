@@ -118,6 +118,7 @@ fn run(config: Config) -> anyhow::Result<()> {
             encoder: EncoderSettings {
                 bitrate: config.opus_bitrate,
                 complexity: config.opus_complexity,
+                application: config.opus_application,
             },
             require_backend: config.require_backend,
             max_loop_busy: config.max_loop_busy,

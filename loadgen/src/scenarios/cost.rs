@@ -7,7 +7,10 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use voxgate_proto::bridge::AudioMode;
 
-use crate::codec_floor::{self, CodecFloor, CodecFloorArgs};
+use crate::backend::BackendConfig;
+use crate::codec_floor::{
+    self, floor_at, Application, CodecFloor, CodecFloorArgs, EncoderSettings, BACKEND_RATES,
+};
 use crate::report::cells::{at_most, med, num, thousands};
 use crate::report::runs::{cpu_per_session, server, us_per_packet};
 use crate::session_load::{self, LoadResult};
@@ -27,64 +30,153 @@ pub struct CostPoint {
     pub runs: Vec<LoadResult>,
 }
 
+/// A kind of cost run: how the backend attaches and how the transceiver encodes.
+#[derive(Debug, Clone, Copy)]
+pub struct CostMode {
+    /// Its name in the plan, the results and the report.
+    pub name: &'static str,
+    pub audio: AudioMode,
+    /// The backend's PCM rate.
+    pub sample_rate: u32,
+    /// The transceiver's downlink encoder.
+    pub encoder: EncoderSettings,
+}
+
+/// Every kind of cost run the plan may ask for.
+pub const COST_MODES: &[CostMode] = &[
+    CostMode {
+        name: "pcm",
+        audio: AudioMode::Pcm,
+        sample_rate: 48_000,
+        encoder: EncoderSettings::BENCH,
+    },
+    CostMode {
+        name: "passthrough",
+        audio: AudioMode::OpusPassthrough,
+        sample_rate: 48_000,
+        encoder: EncoderSettings::BENCH,
+    },
+    // The rates speech models use.
+    CostMode {
+        name: "pcm16k",
+        audio: AudioMode::Pcm,
+        sample_rate: 16_000,
+        encoder: EncoderSettings::BENCH,
+    },
+    CostMode {
+        name: "pcm24k",
+        audio: AudioMode::Pcm,
+        sample_rate: 24_000,
+        encoder: EncoderSettings::BENCH,
+    },
+    // The cheapest encoder the transceiver ships: how many PCM sessions one loop then holds.
+    CostMode {
+        name: "pcm-lowdelay-c0",
+        audio: AudioMode::Pcm,
+        sample_rate: 48_000,
+        encoder: EncoderSettings {
+            bitrate: 32_000,
+            complexity: 0,
+            application: Application::Lowdelay,
+        },
+    },
+];
+
+/// The cost mode called `name`.
+pub fn cost_mode(name: &str) -> Option<&'static CostMode> {
+    COST_MODES.iter().find(|m| m.name == name)
+}
+
+/// Arrivals of the point whose admitted sessions are a loop's PCM capacity.
+pub const CAPACITY_ARRIVALS: usize = 500;
+
 /// The parts of the results the cost runs write: the curve and the perf profiles.
 pub type CostSlots<R> = fn(&mut R) -> (&mut Vec<CostPoint>, &mut Vec<ServerProfile>);
 
-/// The libopus floor, in process, before any server starts.
-pub fn measure_floor<R: Ledger>(s: &mut Runner<R>, floor: fn(&mut R) -> &mut Option<CodecFloor>) {
-    s.say("codec floor (libopus decode + encode, in process)");
-    let a = CodecFloorArgs {
-        bitrate: 32_000,
-        complexity: 5,
-        sample_rate: 48_000,
-        duty: 0.5,
-        frames: s.plan.codec_frames,
-        repeats: if s.args.profile == Profile::Smoke {
-            1
-        } else {
-            5
-        },
-        out: None,
-    };
-    match codec_floor::run(&a) {
-        Ok(f) => *floor(&mut s.results) = Some(f),
-        Err(e) => s.record_error("codec floor", e),
+/// The parts of the results the floors go to: the one at 48 kHz, and one per backend rate.
+pub type FloorSlots<R> = fn(&mut R) -> (&mut Option<CodecFloor>, &mut Vec<CodecFloor>);
+
+/// The libopus floor at each backend rate, with the encoder the cost runs' transceivers use,
+/// in process, before any server starts.
+pub fn measure_floor<R: Ledger>(s: &mut Runner<R>, slots: FloorSlots<R>) {
+    for rate in BACKEND_RATES {
+        s.say(&format!(
+            "codec floor at {rate} Hz (libopus decode + encode, in process)"
+        ));
+        let e = EncoderSettings::BENCH;
+        let a = CodecFloorArgs {
+            bitrate: e.bitrate,
+            complexity: e.complexity,
+            application: e.application,
+            sample_rate: rate,
+            duty: 0.5,
+            frames: s.plan.codec_frames,
+            repeats: if s.args.profile == Profile::Smoke {
+                1
+            } else {
+                5
+            },
+            out: None,
+        };
+        match codec_floor::run(&a) {
+            Ok(f) => {
+                let (at_48k, by_rate) = slots(&mut s.results);
+                if rate == 48_000 {
+                    *at_48k = Some(f.clone());
+                }
+                by_rate.push(f);
+            }
+            Err(e) => s.record_error(&format!("codec floor {rate} Hz"), e),
+        }
     }
 }
 
-/// Every mode of the plan at every session count, each point saved as soon as it is done.
+/// Every mode of the plan at every session count, then the plan's further modes at theirs,
+/// each point saved as soon as it is done.
 pub fn run<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>) {
-    for (mode_name, mode) in [
-        ("pcm", AudioMode::Pcm),
-        ("passthrough", AudioMode::OpusPassthrough),
-    ] {
-        if !s.plan.modes.iter().any(|m| m == mode_name) {
+    let largest = s.plan.cost_sessions.iter().copied().max().unwrap_or(0);
+    let mut points: Vec<(String, usize, bool)> = Vec::new();
+    for mode in ["pcm", "passthrough"] {
+        if s.plan.modes.iter().any(|m| m == mode) {
+            // The largest point of the curve is profiled.
+            points.extend(
+                s.plan
+                    .cost_sessions
+                    .iter()
+                    .map(|&n| (mode.into(), n, n == largest)),
+            );
+        }
+    }
+    for (mode, sessions) in &s.plan.cost_extra {
+        points.extend(sessions.iter().map(|&n| (mode.clone(), n, false)));
+    }
+    for (mode_name, n, profiled) in points {
+        let Some(mode) = cost_mode(&mode_name) else {
+            s.record_error(
+                &format!("cost {mode_name}"),
+                anyhow::anyhow!("no such cost mode"),
+            );
             continue;
-        }
-        for &n in &s.plan.cost_sessions.clone() {
-            let mut point = CostPoint {
-                mode: mode_name.into(),
-                sessions: n,
-                runs: Vec::new(),
-            };
-            for rep in 0..s.plan.reps {
-                s.say(&format!(
-                    "transceiver cost: {mode_name}, {n} sessions, duty cycle 1 s / 2 s (rep {})",
-                    rep + 1
-                ));
-                // The largest point of the first repetition is profiled.
-                let perf = rep == 0
-                    && s.plan.perf_secs > 0.0
-                    && !s.skip("perf")
-                    && n == *s.plan.cost_sessions.iter().max().unwrap_or(&0);
-                match cost_run(s, slots, &format!("cost-{mode_name}-{n}"), n, mode, perf) {
-                    Ok(r) => point.runs.push(r),
-                    Err(e) => s.record_error(&format!("cost {mode_name} {n}"), e),
-                }
+        };
+        let mut point = CostPoint {
+            mode: mode_name.clone(),
+            sessions: n,
+            runs: Vec::new(),
+        };
+        for rep in 0..s.plan.reps {
+            s.say(&format!(
+                "transceiver cost: {mode_name}, {n} sessions, duty cycle 1 s / 2 s (rep {})",
+                rep + 1
+            ));
+            // Of the first repetition.
+            let perf = profiled && rep == 0 && s.plan.perf_secs > 0.0 && !s.skip("perf");
+            match cost_run(s, slots, &format!("cost-{mode_name}-{n}"), n, mode, perf) {
+                Ok(r) => point.runs.push(r),
+                Err(e) => s.record_error(&format!("cost {mode_name} {n}"), e),
             }
-            slots(&mut s.results).0.push(point);
-            s.save();
         }
+        slots(&mut s.results).0.push(point);
+        s.save();
     }
 }
 
@@ -93,13 +185,20 @@ fn cost_run<R: Ledger>(
     slots: CostSlots<R>,
     name: &str,
     n: usize,
-    mode: AudioMode,
+    mode: &CostMode,
     perf: bool,
 ) -> anyhow::Result<LoadResult> {
-    let t = s.start_transceiver(name, &TransceiverOpts::default())?;
+    let opts = TransceiverOpts {
+        encoder: mode.encoder,
+        ..TransceiverOpts::default()
+    };
+    let t = s.start_transceiver(name, &opts)?;
     let mut cfg = s.load_config(&t, n, s.plan.cost_rate);
-    cfg.backend = Some(s.backend(&t, n, mode, Runner::<R>::duty()));
-    if mode == AudioMode::Pcm {
+    cfg.backend = Some(BackendConfig {
+        sample_rate: mode.sample_rate,
+        ..s.backend(&t, n, mode.audio, Runner::<R>::duty())
+    });
+    if mode.audio == AudioMode::Pcm {
         // The in-transceiver hand-off (socket → PCM on the gRPC stream) of the media
         // latency target, from the transceiver's own histogram.
         cfg.metrics_url = Some(format!("{}/metrics", t.signal));
@@ -147,6 +246,56 @@ fn work_floor_ratio(runs: &[LoadResult], floor: Option<&CodecFloor>) -> Option<f
         })
         .collect();
     median(&ratios)
+}
+
+/// The floor a point of `mode` is compared with: the one at its backend rate, measured with
+/// its encoder settings. `None` for passthrough and for an encoder the floors were not
+/// measured with.
+fn floor_for<'a>(mode: &str, floors: &'a [CodecFloor]) -> Option<&'a CodecFloor> {
+    let m = cost_mode(mode)?;
+    let f = floor_at(floors, m.sample_rate)?;
+    let measured_with = EncoderSettings {
+        bitrate: f.bitrate,
+        complexity: f.complexity,
+        application: f.application,
+    };
+    (m.audio == AudioMode::Pcm && m.encoder == measured_with).then_some(f)
+}
+
+/// PCM CPU against the codec floor at backend rate `rate` (same rate, same encoder settings):
+/// the worst ratio over the points measured at that rate with the default encoder, and that
+/// point's sessions. For the Targets table (issue 12: ≤ 1.3 × at 16 and 24 kHz, ≤ 1.5 × at
+/// 48 kHz).
+pub fn pcm_floor_ratio(
+    cost: &[CostPoint],
+    floors: &[CodecFloor],
+    rate: u32,
+) -> Option<(f64, usize)> {
+    cost.iter()
+        .filter(|p| !p.runs.is_empty())
+        .filter(|p| {
+            cost_mode(&p.mode).is_some_and(|m| {
+                m.audio == AudioMode::Pcm
+                    && m.sample_rate == rate
+                    && m.encoder == EncoderSettings::BENCH
+            })
+        })
+        .filter_map(|p| {
+            Some((
+                work_floor_ratio(&p.runs, floor_for(&p.mode, floors))?,
+                p.sessions,
+            ))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// The PCM sessions one loop admitted in mode `mode` (`"pcm"`: the default encoder,
+/// `"pcm-lowdelay-c0"`: the cheapest) when [`CAPACITY_ARRIVALS`] sessions arrived: its
+/// capacity at `--max-loop-busy` (the median over repetitions). For the Targets table
+/// (issue 12: ≥ 1.3 × 238 with the default encoder).
+pub fn pcm_capacity(cost: &[CostPoint], mode: &str) -> Option<usize> {
+    let p = measured(cost, mode).find(|p| p.sessions == CAPACITY_ARRIVALS)?;
+    med(&p.runs, |r| r.sessions_signaled as f64).map(|v| v.round() as usize)
 }
 
 /// Why a run measured less than its nominal load, if it did.
@@ -229,22 +378,18 @@ pub fn targets(md: &mut String, cost: &[CostPoint], floor: Option<&CodecFloor>) 
 }
 
 /// The "Transceiver cost per session" section: the codec floor and one row per point.
-pub fn section(
-    md: &mut String,
-    cost: &[CostPoint],
-    floor: Option<&CodecFloor>,
-    plan: Option<&Plan>,
-) {
+pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan: Option<&Plan>) {
     let _ = writeln!(md, "## Transceiver cost per session\n");
-    if let Some(f) = floor {
+    for f in floors {
         let _ = writeln!(
             md,
             "Codec floor (same run, same machine, libopus alone on the same frames): decode {:.1} µs and encode {:.1} µs per 20 ms \
-             frame at {} Hz (complexity {}, {} bit/s, in-band FEC) ⇒ **{:.3} CPU-ms per PCM session-second** with a {:.0} % downlink \
+             frame at {} Hz ({}, complexity {}, {} bit/s, in-band FEC) ⇒ **{:.3} CPU-ms per PCM session-second** with a {:.0} % downlink \
              duty cycle ({:.3} with a full-time downlink).\n",
             f.decode_us_per_frame,
             f.encode_us_per_frame,
             f.sample_rate,
+            f.application.as_arg(),
             f.complexity,
             f.bitrate,
             f.cpu_per_session_sec * 1e3,
@@ -262,10 +407,16 @@ pub fn section(
         plan.map_or(0.0, |p| p.cost_rate),
         plan.map_or(0.0, |p| p.hold_secs)
     );
-    let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled | CPU µs per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
+    let _ = writeln!(
+        md,
+        "Modes: *pcm* has the backend attach at 48 kHz, *pcm16k* and *pcm24k* at 16 and 24 kHz (their floor is the one \
+         at the same rate); *pcm-lowdelay-c0* runs the transceiver with `--opus-application lowdelay --opus-complexity 0`, \
+         the cheapest encoder it ships (no floor was measured with it); the others run the default encoder.\n"
+    );
+    let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for p in cost {
-        point_row(md, p, floor);
+        point_row(md, p, floor_for(&p.mode, floors));
     }
     let _ = writeln!(
         md,
@@ -287,10 +438,9 @@ fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
     }
     let runs = &p.runs;
     let cps = cpu_per_session(runs);
-    let ratio = if p.mode == "pcm" {
-        num(work_floor_ratio(runs, floor), 2)
-    } else {
-        "–".into()
+    let ratio = match floor {
+        Some(_) => num(work_floor_ratio(runs, floor), 2),
+        None => "–".into(),
     };
     let up = med(runs, |x| x.sessions_connected_window_end as f64).unwrap_or(0.0);
     let lossy = med(runs, |x| {
@@ -513,6 +663,85 @@ pub fn why_downlink(md: &mut String, cost: &[CostPoint], floor: Option<&CodecFlo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session_load::ServerUsage;
+
+    fn floor(rate: u32, decode: f64, encode: f64) -> CodecFloor {
+        CodecFloor {
+            sample_rate: rate,
+            bitrate: 32_000,
+            complexity: 5,
+            decode_us_per_frame: decode,
+            encode_us_per_frame: encode,
+            ..CodecFloor::default()
+        }
+    }
+
+    /// A point whose run spent `cpu` seconds on 1,000 uplink and 500 downlink frames, with
+    /// `admitted` sessions signaled.
+    fn point(mode: &str, sessions: usize, cpu: f64, admitted: usize) -> CostPoint {
+        CostPoint {
+            mode: mode.into(),
+            sessions,
+            runs: vec![LoadResult {
+                server: Some(ServerUsage {
+                    cpu_secs: cpu,
+                    ..ServerUsage::default()
+                }),
+                window_audio_sent: 1000,
+                window_audio_received: 500,
+                sessions_signaled: admitted,
+                ..LoadResult::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn floor_ratio_uses_the_floor_at_the_points_rate_and_the_worst_point() {
+        // 16 kHz floor: 1,000 × 10 µs + 500 × 20 µs = 0.02 s; 48 kHz: 0.04 s.
+        let floors = [floor(16_000, 10.0, 20.0), floor(48_000, 20.0, 40.0)];
+        let cost = [
+            point("pcm16k", 100, 0.024, 100),
+            point("pcm16k", 250, 0.030, 250),
+            point("pcm", 100, 0.05, 100),
+            // Another encoder: not compared with the default encoder's floor.
+            point("pcm-lowdelay-c0", 500, 0.01, 500),
+        ];
+        let (ratio, n) = pcm_floor_ratio(&cost, &floors, 16_000).unwrap();
+        assert!((ratio - 1.5).abs() < 1e-9 && n == 250, "{ratio} at {n}");
+        let (ratio, n) = pcm_floor_ratio(&cost, &floors, 48_000).unwrap();
+        assert!((ratio - 1.25).abs() < 1e-9 && n == 100, "{ratio} at {n}");
+        assert!(
+            pcm_floor_ratio(&cost, &floors, 24_000).is_none(),
+            "no points"
+        );
+        assert!(floor_for("pcm-lowdelay-c0", &floors).is_none());
+        assert!(floor_for("passthrough", &floors).is_none());
+    }
+
+    #[test]
+    fn capacity_is_the_admitted_sessions_of_the_500_arrival_point() {
+        let cost = [
+            point("pcm", 250, 0.1, 250),
+            point("pcm", CAPACITY_ARRIVALS, 0.1, 238),
+            point("pcm-lowdelay-c0", CAPACITY_ARRIVALS, 0.1, 410),
+        ];
+        assert_eq!(pcm_capacity(&cost, "pcm"), Some(238));
+        assert_eq!(pcm_capacity(&cost, "pcm-lowdelay-c0"), Some(410));
+        assert_eq!(pcm_capacity(&cost, "pcm16k"), None);
+    }
+
+    #[test]
+    fn every_planned_cost_mode_exists() {
+        for p in [Profile::Smoke, Profile::Quick, Profile::Full] {
+            let plan = Plan::of(p);
+            for (mode, _) in &plan.cost_extra {
+                assert!(cost_mode(mode).is_some(), "{mode}");
+            }
+            for mode in &plan.modes {
+                assert!(cost_mode(mode).is_some(), "{mode}");
+            }
+        }
+    }
 
     #[test]
     fn profile_shares_add_matching_lines() {

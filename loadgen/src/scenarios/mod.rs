@@ -4,6 +4,7 @@
 //! [`crate::suite::SCENARIOS`] lists them; adding one means a module here and a line there.
 
 pub mod cost;
+pub mod encoder;
 pub mod media;
 pub mod memory;
 pub mod micro;

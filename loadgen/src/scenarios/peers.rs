@@ -78,7 +78,7 @@ fn voxgate_run<R: Ledger>(s: &mut Runner<R>, ns: &str, n: usize) -> anyhow::Resu
     let o = TransceiverOpts {
         ip: s.args.peer_ns_ip,
         netns: Some(ns),
-        relay: None,
+        ..TransceiverOpts::default()
     };
     let t = s.start_transceiver("peer-voxgate", &o)?;
     let mut cfg = s.load_config(&t, n, 50.0);

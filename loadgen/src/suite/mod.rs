@@ -28,6 +28,7 @@ use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 
 use crate::codec_floor::CodecFloor;
+use crate::codec_quality::QualityMatrix;
 use crate::json_out::write_json;
 use crate::scenarios::cost::{self, CostPoint};
 use crate::scenarios::micro::{self, MicroBench};
@@ -37,7 +38,7 @@ use crate::scenarios::relay_tcp::{self, RelayTcpSection};
 use crate::scenarios::setup::{self, SetupPoint};
 use crate::scenarios::soak::{self, SoakResult};
 use crate::scenarios::voice::{self, VoiceSection};
-use crate::scenarios::{media, memory, via_relay};
+use crate::scenarios::{encoder, media, memory, via_relay};
 use crate::session_load::LoadResult;
 
 pub use args::{Profile, SuiteArgs};
@@ -58,7 +59,12 @@ pub struct SuiteResults {
     pub command: String,
     pub loops: usize,
     pub plan: Option<Plan>,
+    /// The floor at 48 kHz (also in `codec_floors`).
     pub codec_floor: Option<CodecFloor>,
+    /// The floor at each backend rate, with the cost runs' encoder settings.
+    pub codec_floors: Vec<CodecFloor>,
+    /// Encoder settings' cost and quality on spoken sentences.
+    pub encoder_quality: QualityMatrix,
     pub relay: RelaySection,
     pub relay_tcp: RelayTcpSection,
     pub cost: Vec<CostPoint>,
@@ -75,6 +81,18 @@ pub struct SuiteResults {
     pub cpu_split: Option<CpuSplit>,
     /// Scenarios that failed, with why.
     pub errors: Vec<String>,
+}
+
+impl SuiteResults {
+    /// The codec floors by rate (results from before floors were measured per rate have the
+    /// 48 kHz one only).
+    pub fn floors(&self) -> &[CodecFloor] {
+        if self.codec_floors.is_empty() {
+            self.codec_floor.as_slice()
+        } else {
+            &self.codec_floors
+        }
+    }
 }
 
 impl Ledger for SuiteResults {
@@ -117,7 +135,14 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "cost",
         run: Some(|s| cost::run(s, |r| (&mut r.cost, &mut r.profiles))),
         targets: |md, r| cost::targets(md, &r.cost, r.codec_floor.as_ref()),
-        section: |md, r| cost::section(md, &r.cost, r.codec_floor.as_ref(), r.plan.as_ref()),
+        section: |md, r| cost::section(md, &r.cost, r.floors(), r.plan.as_ref()),
+    },
+    Scenario {
+        name: "encoder",
+        // Measured in process before any server starts (see `run`).
+        run: None,
+        targets: |_, _| {},
+        section: |md, r| encoder::section(md, &r.encoder_quality),
     },
     Scenario {
         name: "setup",
@@ -206,7 +231,10 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.criterion_dir {
         suite.results.micro = micro::read_criterion(dir);
     }
-    cost::measure_floor(&mut suite, |r| &mut r.codec_floor);
+    cost::measure_floor(&mut suite, |r| (&mut r.codec_floor, &mut r.codec_floors));
+    if !suite.skip("encoder") {
+        encoder::measure(&mut suite, |r| &mut r.encoder_quality);
+    }
     suite.save();
     for scenario in SCENARIOS {
         let Some(run) = scenario.run else {
@@ -251,8 +279,18 @@ pub fn smoke_checks(r: &SuiteResults) -> anyhow::Result<()> {
     if run.loss.sessions_with_uplink_loss == 0 {
         bail!("smoke: injected uplink loss was not counted");
     }
-    if r.codec_floor.is_none() {
-        bail!("smoke: no codec floor");
+    if r.codec_floor.is_none() || r.codec_floors.len() < 3 {
+        bail!("smoke: no codec floor at each backend rate");
+    }
+    if r.encoder_quality.skipped.is_none() && r.encoder_quality.points.is_empty() {
+        bail!("smoke: encoder quality neither measured nor skipped");
+    }
+    if !r
+        .cost
+        .iter()
+        .any(|p| p.mode == "pcm16k" && !p.runs.is_empty())
+    {
+        bail!("smoke: no PCM run at 16 kHz");
     }
     if r.relay.skipped.is_none() && r.relay.relay_max.iter().all(|f| f.received == 0) {
         bail!("smoke: nothing went through the relay");

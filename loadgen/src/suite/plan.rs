@@ -23,6 +23,10 @@ pub struct Plan {
     pub perf_secs: f64,
     /// Audio modes of the cost runs.
     pub modes: Vec<String>,
+    /// Further cost modes (`scenarios::cost::COST_MODES`: backend rates, encoder settings),
+    /// each at its own session counts.
+    #[serde(default)]
+    pub cost_extra: Vec<(String, Vec<usize>)>,
     /// Run the latency comparison of the relay against the direct path and the forwarder.
     pub relay_latency_baselines: bool,
     /// Turns of the voice-to-voice scenario (0: not run; it loads speech models).
@@ -53,6 +57,8 @@ impl Plan {
                 uplink_loss: 0.05,
                 perf_secs: 0.0,
                 modes: vec!["pcm".into()],
+                // One run through the path a backend at another rate takes.
+                cost_extra: vec![("pcm16k".into(), vec![4])],
                 relay_latency_baselines: false,
                 voice_turns: 0,
                 soak_secs: 3.0,
@@ -73,6 +79,7 @@ impl Plan {
                 uplink_loss: 0.0,
                 perf_secs: 4.0,
                 modes: vec!["pcm".into(), "passthrough".into()],
+                cost_extra: rate_and_capacity_runs(),
                 relay_latency_baselines: true,
                 voice_turns: 3,
                 soak_secs: 120.0,
@@ -95,6 +102,7 @@ impl Plan {
                 uplink_loss: 0.0,
                 perf_secs: 10.0,
                 modes: vec!["pcm".into(), "passthrough".into()],
+                cost_extra: rate_and_capacity_runs(),
                 relay_latency_baselines: true,
                 voice_turns: 5,
                 soak_secs: 600.0,
@@ -102,4 +110,17 @@ impl Plan {
             },
         }
     }
+}
+
+/// The cost runs of issue 12's targets beyond the 48 kHz curve: PCM at the backend rates speech
+/// models use, and the PCM capacity of one loop with the cheapest shipped encoder.
+fn rate_and_capacity_runs() -> Vec<(String, Vec<usize>)> {
+    vec![
+        ("pcm16k".into(), vec![100, 250]),
+        ("pcm24k".into(), vec![100, 250]),
+        (
+            "pcm-lowdelay-c0".into(),
+            vec![crate::scenarios::cost::CAPACITY_ARRIVALS],
+        ),
+    ]
 }

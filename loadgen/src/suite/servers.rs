@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 
+use crate::codec_floor::EncoderSettings;
 use crate::suite::process::{free_tcp_port, free_udp_ports, wait_http, wait_tcp, which, Proc};
 use crate::suite::runner::{Ledger, Runner};
 
@@ -32,6 +33,8 @@ pub struct TransceiverOpts<'a> {
     pub netns: Option<&'a str>,
     /// The relay to advertise, and the fleet key shared with it.
     pub relay: Option<(SocketAddr, &'a str)>,
+    /// Its downlink encoder (`--opus-bitrate`, `--opus-complexity`, `--opus-application`).
+    pub encoder: EncoderSettings,
 }
 
 impl Default for TransceiverOpts<'_> {
@@ -40,6 +43,7 @@ impl Default for TransceiverOpts<'_> {
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             netns: None,
             relay: None,
+            encoder: EncoderSettings::BENCH,
         }
     }
 }
@@ -71,7 +75,11 @@ impl<R: Ledger> Runner<'_, R> {
             .args(["--post-rate-per-ip", "0", "--max-sessions-per-ip", "0"])
             // Inside a namespace of its own the address is not loopback; nobody else is there.
             .arg("--insecure-no-auth")
-            .args(["--opus-bitrate", "32000", "--opus-complexity", "5"])
+            .arg("--opus-bitrate")
+            .arg(o.encoder.bitrate.to_string())
+            .arg("--opus-complexity")
+            .arg(o.encoder.complexity.to_string())
+            .args(["--opus-application", o.encoder.application.as_arg()])
             .env("RUST_LOG", "warn");
         if let Some((relay, key)) = o.relay {
             // The relay forwards from its internal socket on the same IP as its public one

@@ -21,7 +21,9 @@ use voxgate_testkit::uplink_audio::UplinkAudio;
 use voxgate_testkit::{ClientSession, SessionConfig, SignalSource};
 use voxgate_transceiver::backend::bridge_service::{DOWNLINK_QUEUE, UPLINK_QUEUE};
 use voxgate_transceiver::control::offer::validate_offer;
-use voxgate_transceiver::media::audio_bridge::{EncoderSettings, OwnerEndpoints, FRAME};
+use voxgate_transceiver::media::audio_bridge::{
+    EncoderSettings, OpusApplication, OwnerEndpoints, FRAME,
+};
 use voxgate_transceiver::media::session::{
     is_binding_success, Candidates, ClientPath, Session, SessionId, SessionParams, SessionState,
 };
@@ -35,10 +37,11 @@ const LOOPBACK: std::net::Ipv4Addr = std::net::Ipv4Addr::LOCALHOST;
 pub const PACKETS_PER_SECOND: usize = 50;
 /// Longest the in-memory ICE + DTLS + SCTP handshake may take on the rig's clock.
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
-/// The transceiver's defaults (`--opus-bitrate`, `--opus-complexity`).
+/// The transceiver's defaults (`--opus-bitrate`, `--opus-complexity`, `--opus-application`).
 pub const ENCODER: EncoderSettings = EncoderSettings {
     bitrate: 32_000,
     complexity: 5,
+    application: OpusApplication::Voip,
 };
 
 /// The process-wide DTLS certificate, as the control plane makes it once for all sessions.

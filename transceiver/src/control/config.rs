@@ -12,6 +12,7 @@ use voxgate_proto::hint::FleetKey;
 
 use crate::control::client_origin::ProxyTrust;
 use crate::control::ingress::{self, IngressError, IngressSelector, IngressSpec};
+use crate::media::audio_bridge::OpusApplication;
 use crate::media::thread_priority::LoopPriority;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -137,6 +138,11 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_OPUS_COMPLEXITY", default_value_t = 5,
           value_parser = clap::value_parser!(i32).range(0..=10))]
     pub opus_complexity: i32,
+
+    /// Downlink Opus application: `voip` (SILK for speech), `audio`, or `lowdelay` (CELT
+    /// only, the cheapest encoder; meant for synthetic speech).
+    #[arg(long, env = "VOXGATE_OPUS_APPLICATION", value_enum, default_value_t = OpusApplication::Voip)]
+    pub opus_application: OpusApplication,
 
     /// On SIGTERM/SIGINT, keep serving existing sessions (while refusing new ones) for up to
     /// this many seconds before ending the rest; a second signal ends them at once.
@@ -679,6 +685,19 @@ mod tests {
         assert_eq!(c.relays.len(), 3);
         assert_eq!(c.relays[2], "192.0.2.7/32".parse::<ipnet::IpNet>().unwrap());
         assert!(Config::try_parse_from(["transceiver", "--relays", "10.0.0.1:3478"]).is_err());
+    }
+
+    #[test]
+    fn opus_application_defaults_to_voip_and_takes_lowdelay() {
+        assert_eq!(parse(&[]).opus_application, OpusApplication::Voip);
+        let c = parse(&["--opus-application", "lowdelay"]);
+        assert_eq!(c.opus_application, OpusApplication::Lowdelay);
+        assert_eq!(c.opus_application.to_opus(), opus::Application::LowDelay);
+        assert_eq!(
+            parse(&["--opus-application", "audio"]).opus_application,
+            OpusApplication::Audio
+        );
+        assert!(Config::try_parse_from(["transceiver", "--opus-application", "celt"]).is_err());
     }
 
     #[test]

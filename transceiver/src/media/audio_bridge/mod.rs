@@ -50,11 +50,35 @@ pub fn valid_sample_rate(rate: u32) -> Result<u32, BridgeError> {
     }
 }
 
-/// Downlink encoder settings (`--opus-bitrate`, `--opus-complexity`).
+/// The downlink encoder's libopus application (`--opus-application`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OpusApplication {
+    /// SILK for speech at low rates, hybrid above; the default.
+    #[default]
+    Voip,
+    /// Tuned for fidelity to the input rather than speech intelligibility.
+    Audio,
+    /// RESTRICTED_LOWDELAY: CELT only, no SILK and no speech analysis; the cheapest encoder,
+    /// meant for synthetic (TTS) speech.
+    Lowdelay,
+}
+
+impl OpusApplication {
+    pub fn to_opus(self) -> opus::Application {
+        match self {
+            OpusApplication::Voip => opus::Application::Voip,
+            OpusApplication::Audio => opus::Application::Audio,
+            OpusApplication::Lowdelay => opus::Application::LowDelay,
+        }
+    }
+}
+
+/// Downlink encoder settings (`--opus-bitrate`, `--opus-complexity`, `--opus-application`).
 #[derive(Debug, Clone, Copy)]
 pub struct EncoderSettings {
     pub bitrate: i32,
     pub complexity: i32,
+    pub application: OpusApplication,
 }
 
 /// The channels that connect a session to its owning backend stream.
@@ -219,10 +243,15 @@ impl AudioBridge {
             if self.decoder.is_none() || rate != self.rate {
                 self.decoder = Some(opus::Decoder::new(rate, opus::Channels::Mono)?);
             }
-            let mut enc = opus::Encoder::new(rate, opus::Channels::Mono, opus::Application::Voip)?;
-            enc.set_bitrate(opus::Bitrate::Bits(self.encoder_settings.bitrate))?;
-            enc.set_complexity(self.encoder_settings.complexity)?;
-            enc.set_inband_fec(true)?;
+            let settings = self.encoder_settings;
+            let mut enc =
+                opus::Encoder::new(rate, opus::Channels::Mono, settings.application.to_opus())?;
+            enc.set_bitrate(opus::Bitrate::Bits(settings.bitrate))?;
+            enc.set_complexity(settings.complexity)?;
+            // In-band FEC is SILK's (LBRR): a CELT-only low-delay encoder has none to add.
+            if settings.application != OpusApplication::Lowdelay {
+                enc.set_inband_fec(true)?;
+            }
             self.encoder = Some(enc);
         }
         self.rate = rate;
@@ -421,6 +450,7 @@ mod tests {
     const SETTINGS: EncoderSettings = EncoderSettings {
         bitrate: 32_000,
         complexity: 5,
+        application: OpusApplication::Voip,
     };
 
     fn owner(
@@ -600,6 +630,62 @@ mod tests {
         assert_eq!(cleared.item_played_ms, 200);
         assert_eq!(cleared.item_id, "item-1");
         assert_eq!(cleared.dropped_ms, 800);
+    }
+
+    /// The TOC configurations (RFC 6716 §3.1, `toc >> 3`) of the frames a PCM owner at
+    /// `rate` gets from a bridge whose encoder runs `application`, for a second of speech-band
+    /// tone.
+    fn downlink_configs(rate: u32, application: OpusApplication) -> Vec<u8> {
+        let now = Instant::now();
+        let settings = EncoderSettings {
+            application,
+            ..SETTINGS
+        };
+        let mut b = AudioBridge::new("s".into(), settings);
+        let (ep, _up, down) = owner(rate);
+        b.attach_owner(ep, now, &Default::default()).unwrap();
+        b.on_connected(now);
+        let pcm: Vec<u8> = (0..rate)
+            .flat_map(|s| {
+                let t = s as f32 / rate as f32;
+                (((t * 220.0 * std::f32::consts::TAU).sin() * 8000.0) as i16).to_le_bytes()
+            })
+            .collect();
+        down.try_send(Downlink {
+            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                pcm: pcm.into(),
+                item_id: "item".into(),
+            })),
+        })
+        .unwrap();
+        let mut decoder = opus::Decoder::new(rate, opus::Channels::Mono).unwrap();
+        let mut out = vec![0i16; 5760];
+        let mut configs = Vec::new();
+        for _ in 0..20 {
+            let t = b.next_tick().unwrap();
+            while b.poll_downlink().is_some() {}
+            let (packet, _) = b.tick(t).expect("a frame per tick");
+            let n = decoder.decode(packet, &mut out, false).expect("decodes");
+            assert_eq!(n, (rate / 50) as usize, "20 ms per frame");
+            configs.push(packet[0] >> 3);
+        }
+        configs
+    }
+
+    #[test]
+    fn lowdelay_application_sends_celt_and_voip_sends_silk() {
+        for rate in [16_000, 24_000, 48_000] {
+            let celt = downlink_configs(rate, OpusApplication::Lowdelay);
+            assert!(
+                celt.iter().all(|c| (16..=31).contains(c)),
+                "lowdelay at {rate} Hz: CELT-only configs, got {celt:?}"
+            );
+        }
+        let silk = downlink_configs(16_000, OpusApplication::Voip);
+        assert!(
+            silk.iter().all(|&c| c < 12),
+            "voip at 16 kHz: SILK-only configs, got {silk:?}"
+        );
     }
 
     #[test]
