@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 /// The transceiver's in-process hand-off histogram (seconds).
 pub const HANDOFF_METRIC: &str = "voxgate_bridge_uplink_handoff_seconds";
+/// Times the transceiver's media loops woke from `poll` (summed over loops).
+pub const WAKEUPS_METRIC: &str = "voxgate_loop_wakeups_total";
 
 /// One histogram summed over all its series (e.g. over the `loop` label).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -149,18 +151,16 @@ pub fn sum(text: &str, name: &str) -> Option<f64> {
         .fold(None, |total, v| Some(total.unwrap_or(0.0) + v))
 }
 
-/// Reads `name` from `url` (a `/metrics` endpoint). Errors are `None`: a missing metric
-/// leaves the report's column empty rather than failing the run.
-pub fn scrape(http: &reqwest::blocking::Client, url: &str, name: &str) -> Option<Histogram> {
-    let text = http
-        .get(url)
+/// The whole exposition at `url` (a `/metrics` endpoint). Errors are `None`: a missing
+/// metric leaves the report's column empty rather than failing the run.
+pub fn scrape_text(http: &reqwest::blocking::Client, url: &str) -> Option<String> {
+    http.get(url)
         .send()
         .ok()?
         .error_for_status()
         .ok()?
         .text()
-        .ok()?;
-    parse(&text, name)
+        .ok()
 }
 
 /// A client for [`scrape`] with a short timeout (it runs on the load generator's fleet

@@ -11,6 +11,7 @@
 
 pub mod cells;
 pub mod charts;
+pub mod efficiency;
 pub mod runs;
 
 use std::fmt::Write as _;
@@ -59,6 +60,7 @@ fn markdown(r: &SuiteResults) -> String {
         (scenario.targets)(&mut md, r);
     }
     md.push('\n');
+    efficiency::table(&mut md, r);
     for scenario in SCENARIOS {
         (scenario.section)(&mut md, r);
     }

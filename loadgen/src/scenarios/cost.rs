@@ -198,11 +198,9 @@ fn cost_run<R: Ledger>(
         sample_rate: mode.sample_rate,
         ..s.backend(&t, n, mode.audio, Runner::<R>::duty())
     });
-    if mode.audio == AudioMode::Pcm {
-        // The in-transceiver hand-off (socket → PCM on the gRPC stream) of the media
-        // latency target, from the transceiver's own histogram.
-        cfg.metrics_url = Some(format!("{}/metrics", t.signal));
-    }
+    // The in-transceiver hand-off (socket → PCM on the gRPC stream) of the media latency
+    // target, and the loops' wakeups, from the transceiver's own metrics.
+    cfg.metrics_url = Some(format!("{}/metrics", t.signal));
     let profiler = if perf {
         Some(perf::record_during(
             &s.args.work_dir,
@@ -403,7 +401,8 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
          transcoded by the transceiver; passthrough: pre-encoded Opus packets). Arrivals at {}/s; measured over a {} s window \
          once all sessions are up. CPU is the transceiver process's utime+stime from `/proc/<pid>/stat` (all its threads: media \
          loop, gRPC, signaling) over the window. *µs per packet* divides by every datagram the clients sent or received in \
-         the window.\n",
+         the window; *loop wakeups per packet* divides the media loops' wakeups (`voxgate_loop_wakeups_total`) by the same \
+         datagrams.\n",
         plan.map_or(0.0, |p| p.cost_rate),
         plan.map_or(0.0, |p| p.hold_secs)
     );
@@ -413,8 +412,11 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
          at the same rate); *pcm-lowdelay-c0* runs the transceiver with `--opus-application lowdelay --opus-complexity 0`, \
          the cheapest encoder it ships (no floor was measured with it); the others run the default encoder.\n"
     );
-    let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | loop wakeups per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for p in cost {
         point_row(md, p, floor_for(&p.mode, floors));
     }
@@ -427,11 +429,24 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
     let _ = writeln!(md, "![CPU per session](cpu_per_session.svg)\n");
 }
 
+/// Media-loop wakeups per datagram the clients sent or received in the window: below 1, a
+/// wakeup carried several packets; above 1, timers woke the loop on their own.
+fn wakeups_per_packet(runs: &[LoadResult]) -> Option<f64> {
+    let per_run: Vec<f64> = runs
+        .iter()
+        .filter_map(|x| {
+            let packets = x.window_datagrams_sent + x.window_datagrams_received;
+            Some(x.server_loop_wakeups_window? as f64 / packets.max(1) as f64)
+        })
+        .collect();
+    median(&per_run)
+}
+
 fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
     if p.runs.is_empty() {
         let _ = writeln!(
             md,
-            "| {} | {} | failed | | | | | | | | | | |",
+            "| {} | {} | failed | | | | | | | | | | | |",
             p.mode, p.sessions
         );
         return;
@@ -450,7 +465,7 @@ fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
     });
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} |",
         p.mode,
         p.sessions,
         num(Some(up), 0),
@@ -458,6 +473,7 @@ fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
         num(cps.map(|v| v * 1e3), 3),
         ratio,
         num(us_per_packet(runs), 2),
+        num(wakeups_per_packet(runs), 2),
         thousands(med(runs, |x| x.window_audio_sent as f64
             / x.window_secs.max(1e-9))),
         thousands(Some(up * 50.0)),

@@ -237,7 +237,7 @@ fn relay_ratios(rl: &RelaySection) -> (Option<f64>, Option<f64>, Option<f64>) {
 }
 
 /// Added one-way latency p50 of the relay and of the forwarder over the direct path.
-fn added_latency(rl: &RelaySection) -> (Option<f64>, Option<f64>, Option<f64>) {
+pub fn added_latency(rl: &RelaySection) -> (Option<f64>, Option<f64>, Option<f64>) {
     let direct = med(&rl.direct_lat, |f| f.latency_us.p50);
     let relay = med(&rl.relay_lat, |f| f.latency_us.p50);
     let fwd = med(&rl.forwarder_lat, |f| f.latency_us.p50);

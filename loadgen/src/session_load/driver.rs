@@ -94,6 +94,7 @@ pub struct Driver<'a> {
     own_pid: u32,
     metrics: Option<(reqwest::blocking::Client, &'a str)>,
     handoff_start: Option<prom_hist::Histogram>,
+    wakeups_start: Option<f64>,
     ramp_cpu0: (Option<Duration>, Option<Duration>),
 }
 
@@ -134,6 +135,7 @@ impl<'a> Driver<'a> {
             own_pid,
             metrics,
             handoff_start: None,
+            wakeups_start: None,
             ramp_cpu0,
         }
     }
@@ -295,10 +297,19 @@ impl<'a> Driver<'a> {
         }
     }
 
-    fn scrape_handoff(&self) -> Option<prom_hist::Histogram> {
-        self.metrics
+    /// The hand-off histogram and the loops' wakeup count, from one scrape.
+    fn scrape_loop_metrics(&self) -> (Option<prom_hist::Histogram>, Option<f64>) {
+        let Some(text) = self
+            .metrics
             .as_ref()
-            .and_then(|(http, url)| prom_hist::scrape(http, url, prom_hist::HANDOFF_METRIC))
+            .and_then(|(http, url)| prom_hist::scrape_text(http, url))
+        else {
+            return (None, None);
+        };
+        (
+            prom_hist::parse(&text, prom_hist::HANDOFF_METRIC),
+            prom_hist::sum(&text, prom_hist::WAKEUPS_METRIC),
+        )
     }
 
     /// The server's CPU and RSS, our own CPU and the clients' counters, now.
@@ -331,7 +342,7 @@ impl<'a> Driver<'a> {
             b.set_recording(true);
         }
         let (cpu, rss, own) = self.read_usage();
-        self.handoff_start = self.scrape_handoff();
+        (self.handoff_start, self.wakeups_start) = self.scrape_loop_metrics();
         self.window_start = Some(self.mark(cpu, rss, own));
     }
 
@@ -339,8 +350,12 @@ impl<'a> Driver<'a> {
     fn close_window(&mut self) {
         let (cpu, rss, own) = self.read_usage();
         self.window_end = Some(self.mark(cpu, rss, own));
-        if let (Some(a), Some(b)) = (&self.handoff_start, self.scrape_handoff()) {
+        let (handoff, wakeups) = self.scrape_loop_metrics();
+        if let (Some(a), Some(b)) = (&self.handoff_start, handoff) {
             self.result.transceiver_handoff = Some(prom_hist::HandoffLatency::of(&b.since(a)));
+        }
+        if let (Some(a), Some(b)) = (self.wakeups_start, wakeups) {
+            self.result.server_loop_wakeups_window = Some((b - a).max(0.0) as u64);
         }
         if let Some(b) = &self.backend {
             b.set_recording(false);

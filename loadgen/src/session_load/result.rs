@@ -116,4 +116,7 @@ pub struct LoadResult {
     /// (its `voxgate_bridge_uplink_handoff_seconds` histogram, window deltas; bucket
     /// estimates). `None` when no metrics URL was given or the metric was missing.
     pub transceiver_handoff: Option<crate::prom_hist::HandoffLatency>,
+    /// Times the transceiver's media loops woke from `poll` in the window (its
+    /// `voxgate_loop_wakeups_total`); `None` without a metrics URL.
+    pub server_loop_wakeups_window: Option<u64>,
 }

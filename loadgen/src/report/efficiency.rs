@@ -1,0 +1,217 @@
+//! The Targets table of issue 12 (transceiver efficiency): each target as a ratio to a
+//! baseline measured in the same run, with **met** / **missed**.
+//!
+//! Every value comes from a scenario's results; this module only picks the points the issue
+//! names and compares. A target whose scenario did not run (a profile or a `--skip` left it
+//! out) says "not measured".
+
+use std::fmt::Write as _;
+
+use crate::report::cells::{at_least, at_most, med, num, thousands};
+use crate::report::runs::{cpu_per_session, server, us_per_packet};
+use crate::scenarios::cost::{self, CostPoint};
+use crate::scenarios::relay;
+use crate::session_load::LoadResult;
+use crate::suite::SuiteResults;
+
+/// PCM sessions one loop held at `--max-loop-busy` before this work (docs/BENCHMARKS.md at
+/// ed09cd9, 48 kHz, the default encoder): the baseline of target 4.
+const PCM_CAPACITY_BEFORE: f64 = 238.0;
+
+pub fn table(md: &mut String, r: &SuiteResults) {
+    let _ = writeln!(md, "## Targets of issue 12 (transceiver efficiency)\n");
+    let _ = writeln!(
+        md,
+        "Ratios to baselines measured in this run. *CPU per packet* is the transceiver's CPU over every datagram its \
+         clients sent or received in the window (one receive or one send each); the forwarder's is one receive plus one \
+         send per datagram, flat out.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| target (issue 12) | measured | verdict |\n|---|---|---|"
+    );
+    passthrough_vs_forwarder(md, r);
+    janus(md, r);
+    pcm_vs_floor(md, r);
+    pcm_capacity(md, r);
+    setup(md, r);
+    relay_latency(md, r);
+    no_regression(md, r);
+    md.push('\n');
+}
+
+fn point<'a>(cost: &'a [CostPoint], mode: &str, sessions: usize) -> Option<&'a CostPoint> {
+    cost.iter()
+        .find(|p| p.mode == mode && p.sessions == sessions && !p.runs.is_empty())
+}
+
+/// Target 1: passthrough CPU per packet ≤ 2 × the bare forwarder's, at 100 and 1,000 sessions.
+fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
+    let fwd = med(&r.relay.forwarder_max, |f| f.us_per_packet);
+    for n in [100, 1000] {
+        let pt = point(&r.cost, "passthrough", n).and_then(|p| us_per_packet(&p.runs));
+        let ratio = ratio(pt, fwd);
+        let _ = writeln!(
+            md,
+            "| 1. passthrough CPU per packet ≤ 2.0 × the bare forwarder's, {n} sessions | {} × ({} µs vs {} µs) | {} |",
+            num(ratio, 2),
+            num(pt, 2),
+            num(fwd, 2),
+            at_most(ratio, 2.0, "×")
+        );
+    }
+}
+
+/// Target 2: Janus echotest CPU per session-second ÷ voxgate's ≥ 2.
+fn janus(md: &mut String, r: &SuiteResults) {
+    let v = cpu_per_session(&r.peers.voxgate);
+    let j = cpu_per_session(&r.peers.janus);
+    let ratio = ratio(j, v);
+    let _ = writeln!(
+        md,
+        "| 2. Janus echotest CPU per session-second ÷ voxgate passthrough + echo ≥ 2.0 ({} sessions each) | {} × ({} vs {} CPU-ms per session-second) | {} |",
+        r.peers.sessions,
+        num(ratio, 2),
+        num(j.map(|x| x * 1e3), 3),
+        num(v.map(|x| x * 1e3), 3),
+        at_least(ratio, 2.0)
+    );
+}
+
+/// Target 3: PCM ≤ 1.3 × the floor at 16 and 24 kHz, ≤ 1.5 × at 48 kHz (the worst point of
+/// each rate's curve, each against the floor measured at its own rate).
+fn pcm_vs_floor(md: &mut String, r: &SuiteResults) {
+    for (rate, limit) in [(16_000, 1.3), (24_000, 1.3), (48_000, 1.5)] {
+        let worst = cost::pcm_floor_ratio(&r.cost, r.floors(), rate);
+        let _ = writeln!(
+            md,
+            "| 3. PCM CPU ≤ {limit} × the codec floor at {} kHz (worst point of the curve) | {} | {} |",
+            rate / 1000,
+            worst.map_or("–".into(), |(x, n)| format!("{x:.2} × at {n} sessions")),
+            at_most(worst.map(|w| w.0), limit, "×")
+        );
+    }
+}
+
+/// Target 4: PCM sessions one loop holds, 48 kHz, default encoder ≥ 1.3 × 238; and the
+/// cheapest shipped encoder setting's figure beside it.
+fn pcm_capacity(md: &mut String, r: &SuiteResults) {
+    let held = cost::pcm_capacity(&r.cost, "pcm").map(|n| n as f64);
+    let cheapest = cost::pcm_capacity(&r.cost, "pcm-lowdelay-c0");
+    let _ = writeln!(
+        md,
+        "| 4. PCM sessions one loop holds (48 kHz, default encoder) ≥ 1.3 × {PCM_CAPACITY_BEFORE:.0} | {} ({} × {PCM_CAPACITY_BEFORE:.0}); cheapest setting (`--opus-application lowdelay --opus-complexity 0`): {} | {} |",
+        thousands(held),
+        num(held.map(|h| h / PCM_CAPACITY_BEFORE), 2),
+        cheapest.map_or("not measured".into(), |n| n.to_string()),
+        at_least(held.map(|h| h / PCM_CAPACITY_BEFORE), 1.3)
+    );
+}
+
+/// Target 5: setup p99 ≤ 30 ms and p50 ≤ 10 ms at 100 arrivals/s.
+fn setup(md: &mut String, r: &SuiteResults) {
+    let at_100 = r.setup.iter().find(|s| s.rate == 100.0);
+    let runs: &[LoadResult] = at_100.map_or(&[], |s| &s.runs);
+    for (name, limit, f) in [
+        (
+            "p99",
+            30.0,
+            (|x: &LoadResult| x.setup.dtls_connected.p99) as fn(&LoadResult) -> f64,
+        ),
+        ("p50", 10.0, |x: &LoadResult| x.setup.dtls_connected.p50),
+    ] {
+        let v = med(runs, f);
+        let _ = writeln!(
+            md,
+            "| 5. setup (POST → DTLS connected) {name} ≤ {limit} ms at 100 arrivals/s | {} ms | {} |",
+            num(v, 2),
+            at_most(v, limit, "ms")
+        );
+    }
+}
+
+/// Target 6: relay added one-way latency p50 ≤ 1.2 × the forwarder's.
+fn relay_latency(md: &mut String, r: &SuiteResults) {
+    let (added_relay, added_fwd, ratio) = relay::added_latency(&r.relay);
+    let _ = writeln!(
+        md,
+        "| 6. relay added one-way latency p50 ≤ 1.2 × the forwarder's | {} × ({} µs vs {} µs) | {} |",
+        num(ratio, 2),
+        num(added_relay, 1),
+        num(added_fwd, 1),
+        at_most(ratio, 1.2, "×")
+    );
+}
+
+/// Target 7: no regression in memory, hand-off latency, and loss below capacity.
+fn no_regression(md: &mut String, r: &SuiteResults) {
+    let kib = server(&r.memory, |s| s.rss_per_session_kib);
+    let _ = writeln!(
+        md,
+        "| 7. ≤ 100 KiB RSS per idle session | {} KiB | {} |",
+        num(kib, 1),
+        at_most(kib, 100.0, "KiB")
+    );
+    // The worst in-transceiver hand-off p99 (median over repetitions) of the PCM points
+    // below capacity.
+    let below: Vec<&CostPoint> = r.cost.iter().filter(|p| below_capacity(p)).collect();
+    let handoff = below
+        .iter()
+        .filter_map(|p| {
+            let runs: Vec<f64> = p
+                .runs
+                .iter()
+                .filter_map(|x| x.transceiver_handoff.as_ref().map(|h| h.p99_us / 1e3))
+                .collect();
+            crate::stats::median(&runs)
+        })
+        .max_by(f64::total_cmp);
+    let _ = writeln!(
+        md,
+        "| 7. in-transceiver hand-off p99 ≤ 1 ms (worst point below capacity) | {} ms | {} |",
+        num(handoff, 3),
+        at_most(handoff, 1.0, "ms")
+    );
+    let lost: u64 = below
+        .iter()
+        .flat_map(|p| &p.runs)
+        .map(|x| x.loss.uplink_lost + x.loss.downlink_lost)
+        .sum();
+    let expected: u64 = below
+        .iter()
+        .flat_map(|p| &p.runs)
+        .map(|x| x.loss.uplink_expected + x.loss.downlink_expected)
+        .sum();
+    let _ = writeln!(
+        md,
+        "| 7. zero uplink and downlink loss below capacity ({} cost points: every run that used under 0.9 of a core and refused nobody) | {} of {} packets lost | {} |",
+        below.len(),
+        thousands(Some(lost as f64)),
+        thousands(Some(expected as f64)),
+        if below.is_empty() {
+            "not measured".to_string()
+        } else if lost == 0 {
+            "**met**".to_string()
+        } else {
+            format!("**missed** by {lost} packets")
+        }
+    );
+}
+
+/// A cost point whose every run stayed under 0.9 of a core and admitted every session: the
+/// loop was not saturated, so a loss there would be a fault, not capacity.
+fn below_capacity(p: &CostPoint) -> bool {
+    !p.runs.is_empty()
+        && p.runs.iter().all(|x| {
+            x.signaling_errors == 0
+                && !x.ramp_truncated
+                && x.server.as_ref().is_some_and(|s| s.cores < 0.9)
+        })
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
