@@ -46,3 +46,36 @@ fn a_second_of_backend_audio_leaves_as_fifty_srtp_packets() {
         assert_eq!(call.run_until(end), PACKETS_PER_SECOND, "{mode:?}");
     }
 }
+
+/// An audio-only call negotiates the mid and the audio level, and none of the bandwidth
+/// estimation extensions the client offers (transport-wide-cc would cost 20 feedback packets
+/// a second per session).
+#[test]
+fn the_answer_keeps_mid_and_audio_level_and_drops_bandwidth_estimation_extensions() {
+    let cert = server_cert();
+    let call = Call::connect(&cert, Some(AudioMode::OpusPassthrough));
+    assert!(
+        call.offer.contains("transport-wide-cc"),
+        "the client offers TWCC, so the check below means something:\n{}",
+        call.offer
+    );
+    let extmaps: Vec<&str> = call
+        .answer
+        .lines()
+        .filter(|l| l.starts_with("a=extmap:"))
+        .collect();
+    assert!(
+        extmaps.iter().any(|l| l.contains("sdes:mid")),
+        "{extmaps:?}"
+    );
+    assert!(
+        extmaps.iter().any(|l| l.contains("ssrc-audio-level")),
+        "{extmaps:?}"
+    );
+    assert!(
+        !extmaps
+            .iter()
+            .any(|l| l.contains("transport-wide-cc") || l.contains("abs-send-time")),
+        "{extmaps:?}"
+    );
+}

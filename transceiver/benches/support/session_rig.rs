@@ -22,7 +22,7 @@ use voxgate_testkit::{ClientSession, SessionConfig, SignalSource};
 use voxgate_transceiver::backend::bridge_service::{DOWNLINK_QUEUE, UPLINK_QUEUE};
 use voxgate_transceiver::control::offer::validate_offer;
 use voxgate_transceiver::media::audio_bridge::{
-    EncoderSettings, OpusApplication, OwnerEndpoints, FRAME,
+    EncoderSettings, OpusApplication, OwnerEndpoints, TickGrid, FRAME,
 };
 use voxgate_transceiver::media::session::{
     is_binding_success, Candidates, ClientPath, Session, SessionId, SessionParams, SessionState,
@@ -169,6 +169,12 @@ pub struct Call {
     pub session: Session,
     pub client: ClientSession,
     pub backend: Option<Backend>,
+    /// The client's offer and the session's answer, as SDP (read by the rig's tests, not by
+    /// the benchmark).
+    #[allow(dead_code)]
+    pub offer: String,
+    #[allow(dead_code)]
+    pub answer: String,
     /// The rig's clock: the session has been driven up to here.
     pub now: Instant,
     /// The session's next deadline (what the loop keeps in its timer heap).
@@ -181,7 +187,10 @@ impl Call {
     /// attaches (or none), and ICE, DTLS and the data channel come up over in-memory
     /// datagrams. Panics if the handshake does not finish within 10 s of the rig's clock.
     pub fn connect(cert: &DtlsCert, mode: Option<AudioMode>) -> Call {
-        let now = Instant::now();
+        // The rig's clock starts on the downlink's shared 20 ms grid, so a second of it
+        // always holds the same 50 ticks (from any other phase, a window can start just
+        // before or just after a tick).
+        let now = TickGrid::shared().first_after(Instant::now());
         let cfg = SessionConfig {
             send_for: Duration::MAX,
             decode_downlink: false,
@@ -192,6 +201,7 @@ impl Call {
         };
         let (mut client, offer_sdp) = ClientSession::new(&cfg, CLIENT, now).expect("client offer");
         let (offer, summary) = validate_offer(offer_sdp.as_bytes()).expect("valid offer");
+        let offer_text = offer_sdp.to_string();
         let params = SessionParams {
             id: SessionId::random(),
             ufrag: "benchUfrag".into(),
@@ -209,6 +219,7 @@ impl Call {
         };
         let (mut session, answer) = Session::accept(now, 1, params, offer).expect("accepted");
         client.accept_answer(now, &answer).expect("answer");
+        let answer_text = answer.to_string();
         let backend = mode.map(|mode| {
             let (endpoints, backend) = Backend::endpoints(mode);
             session
@@ -221,6 +232,8 @@ impl Call {
             session,
             client,
             backend,
+            offer: offer_text,
+            answer: answer_text,
             now,
             deadline: None,
             path: ClientPath::direct_udp(CLIENT),
