@@ -16,7 +16,7 @@ use crate::report::runs::{cpu_per_session, server, us_per_packet};
 use crate::session_load::{self, LoadResult};
 use crate::stats::median;
 use crate::suite::args::Profile;
-use crate::suite::perf::{self, ServerProfile};
+use crate::suite::perf::{self, ServerProfile, CRYPTO_SYMBOLS, LIBOPUS_SYMBOLS};
 use crate::suite::plan::Plan;
 use crate::suite::runner::{Ledger, Runner};
 use crate::suite::servers::TransceiverOpts;
@@ -486,28 +486,6 @@ fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
         shortfall(&runs[0], p.sessions),
     );
 }
-
-/// Symbol-name fragments of libopus (linked statically into the transceiver).
-const LIBOPUS_SYMBOLS: &[&str] = &[
-    "opus",
-    "silk",
-    "celt",
-    "clt_",
-    "quant",
-    "pulses",
-    "deemphasis",
-    "exp_rotation",
-    "compute_theta",
-    "ec_dec",
-    "ec_enc",
-    "pitch",
-    "mdct",
-    "kf_bfly",
-];
-/// Symbol-name fragments of SRTP and DTLS cryptography (aws-lc).
-const CRYPTO_SYMBOLS: &[&str] = &[
-    "aes", "gcm", "aead", "sha", "hmac", "aws_lc", "p384", "montj", "ecdsa",
-];
 
 /// The share of a perf profile's samples in symbols/DSOs matching any of `needles`.
 fn profile_share(top: &[String], needles: &[&str]) -> f64 {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::runs::us_per_packet;
 use crate::scenarios::cost::CostPoint;
+use crate::suite::perf::ServerProfile;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -104,8 +105,14 @@ fn session_us(micro: &[MicroBench], id: &str) -> Option<f64> {
 
 /// The "Where a packet's CPU goes" section: one `Session`'s parts (criterion, no I/O) beside
 /// the whole transceiver process's passthrough cost per datagram (the cost runs).
-pub fn packet_cost_section(md: &mut String, micro: &[MicroBench], cost: &[CostPoint]) {
+pub fn packet_cost_section(
+    md: &mut String,
+    micro: &[MicroBench],
+    cost: &[CostPoint],
+    profiles: &[ServerProfile],
+) {
     let _ = writeln!(md, "## Where a packet's CPU goes\n");
+    process_breakdown(md, cost, profiles);
     let rows = [
         (
             "uplink/passthrough",
@@ -209,6 +216,45 @@ pub fn packet_cost_section(md: &mut String, micro: &[MicroBench], cost: &[CostPo
     md.push('\n');
 }
 
+/// The whole process, from the perf profile of the largest passthrough cost run: every sample
+/// by component, and that share of the run's CPU per datagram.
+fn process_breakdown(md: &mut String, cost: &[CostPoint], profiles: &[ServerProfile]) {
+    let Some(prof) = profiles
+        .iter()
+        .find(|p| p.scenario.starts_with("cost-passthrough") && !p.breakdown.is_empty())
+    else {
+        return;
+    };
+    let whole = cost
+        .iter()
+        .filter(|p| p.mode == "passthrough")
+        .max_by_key(|p| p.sessions)
+        .and_then(|p| Some((p.sessions, us_per_packet(&p.runs)?)));
+    let _ = writeln!(
+        md,
+        "The whole transceiver process in passthrough, by component: every sample of the perf profile of `{}`          (the largest passthrough cost run), by symbol{}.\n",
+        prof.scenario,
+        whole.map_or(String::new(), |(n, us)| format!(
+            ", and that share of the {us:.2} µs of CPU per datagram measured at {n} sessions"
+        ))
+    );
+    let _ = writeln!(
+        md,
+        "| component | share of samples | µs per datagram |\n|---|---|---|"
+    );
+    for share in &prof.breakdown {
+        let us = whole.map(|(_, us)| us * share.percent / 100.0);
+        let _ = writeln!(
+            md,
+            "| {} | {:.1} % | {} |",
+            share.component,
+            share.percent,
+            us.map_or("–".into(), |u| format!("{u:.2}"))
+        );
+    }
+    md.push('\n');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,7 +270,7 @@ mod tests {
     #[test]
     fn packet_cost_reads_per_packet_figures_and_says_when_not_run() {
         let mut md = String::new();
-        packet_cost_section(&mut md, &[], &[]);
+        packet_cost_section(&mut md, &[], &[], &[]);
         assert!(md.contains("Not run in this profile"), "{md}");
 
         // 50 packets per iteration: 203,500 ns per second is 4.07 µs per packet.
@@ -234,11 +280,42 @@ mod tests {
             bench("downlink/idle", 34_500.0),
         ];
         let mut md = String::new();
-        packet_cost_section(&mut md, &micro, &[]);
+        packet_cost_section(&mut md, &micro, &[], &[]);
         assert!(md.contains("| 4.07 |"), "{md}");
         assert!(md.contains("| 2.41 |"), "{md}");
         // (50 × 4.07 + 25 × (2.41 − 0.69)) / 75 = 3.29 µs per datagram.
         assert!(md.contains("3.29 µs per datagram"), "{md}");
         assert!(md.contains("did not run"), "{md}");
+    }
+
+    #[test]
+    fn the_process_breakdown_turns_each_share_into_micros_per_datagram() {
+        use crate::suite::perf::Share;
+        let share = |c: &str, p: f64| Share {
+            component: c.into(),
+            percent: p,
+        };
+        let prof = ServerProfile {
+            scenario: "cost-passthrough-1000 (1 loops)".into(),
+            top: vec![],
+            breakdown: vec![share("kernel", 40.0), share("str0m", 10.0)],
+        };
+        let run = crate::session_load::LoadResult {
+            server: Some(crate::session_load::ServerUsage {
+                us_per_packet: 10.0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let cost = [CostPoint {
+            mode: "passthrough".into(),
+            sessions: 1000,
+            runs: vec![run],
+        }];
+        let mut md = String::new();
+        process_breakdown(&mut md, &cost, &[prof]);
+        assert!(md.contains("| kernel | 40.0 % | 4.00 |"), "{md}");
+        assert!(md.contains("| str0m | 10.0 % | 1.00 |"), "{md}");
+        assert!(md.contains("10.00 µs of CPU per datagram measured at 1000 sessions"));
     }
 }

@@ -191,7 +191,7 @@ pub const SCENARIOS: &[Scenario] = &[
         run: None,
         targets: |_, _| {},
         section: |md, r| {
-            micro::packet_cost_section(md, &r.micro, &r.cost);
+            micro::packet_cost_section(md, &r.micro, &r.cost, &r.profiles);
             micro::section(md, &r.micro)
         },
     },
