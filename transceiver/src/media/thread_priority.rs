@@ -20,6 +20,8 @@
 //! (`sched_rt_runtime_us`, 95 % by default) still leaves the rest to everything else. Audio
 //! servers do the same (PipeWire's and JACK's data threads run `SCHED_FIFO`).
 //!
+//! If throttling is off (`sched_rt_runtime_us` = -1), the first `rt` loop logs a warning.
+//!
 //! Real-time and raised priorities need `CAP_SYS_NICE` (or an `RLIMIT_RTPRIO` / `RLIMIT_NICE`
 //! that allows them). Without it the loop falls back, `rt` to `high` to `normal`, with one
 //! warning per loop: priority is a quality of service, not a reason to refuse to serve.
@@ -87,7 +89,10 @@ pub fn apply_loop_priority(loop_index: usize, wanted: LoopPriority) -> LoopPrior
     let mut refused = Vec::new();
     if wanted == LoopPriority::Rt {
         match set_current_thread_rt(RT_PRIORITY) {
-            Ok(()) => return LoopPriority::Rt,
+            Ok(()) => {
+                warn_once_if_rt_unthrottled();
+                return LoopPriority::Rt;
+            }
             Err(e) => refused.push(format!("SCHED_RR {RT_PRIORITY}: {e}")),
         }
     }
@@ -105,6 +110,35 @@ pub fn apply_loop_priority(loop_index: usize, wanted: LoopPriority) -> LoopPrior
         warn_refused(loop_index, wanted, LoopPriority::Normal, &refused);
     }
     LoopPriority::Normal
+}
+
+/// Where the kernel's real-time throttling is set: the share of each period that real-time
+/// threads may take before the rest of the machine gets the CPU back.
+const RT_RUNTIME_FILE: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+
+/// Whether `sched_rt_runtime_us` (its file's contents) turns real-time throttling off: `-1`
+/// lets a real-time thread hold its core for as long as it has work.
+pub fn rt_throttling_disabled(runtime_us: &str) -> bool {
+    runtime_us.trim() == "-1"
+}
+
+/// An `rt` loop relies on throttling to leave a flooded core some room for everything else;
+/// without it, says so once per process.
+fn warn_once_if_rt_unthrottled() {
+    static CHECKED: std::sync::Once = std::sync::Once::new();
+    CHECKED.call_once(|| {
+        let Ok(text) = std::fs::read_to_string(RT_RUNTIME_FILE) else {
+            return;
+        };
+        if rt_throttling_disabled(&text) {
+            tracing::warn!(
+                file = RT_RUNTIME_FILE,
+                "real-time throttling is off (-1): a media loop flooded at its capacity can hold \
+                 its core completely; set it back to the default 950000, or pass \
+                 --loop-priority high"
+            );
+        }
+    });
 }
 
 fn warn_refused(loop_index: usize, wanted: LoopPriority, got: LoopPriority, refused: &[String]) {
@@ -153,6 +187,14 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn only_minus_one_turns_rt_throttling_off() {
+        assert!(rt_throttling_disabled("-1\n"));
+        assert!(!rt_throttling_disabled("950000\n"));
+        assert!(!rt_throttling_disabled("0"));
+        assert!(!rt_throttling_disabled(""));
     }
 
     #[test]
