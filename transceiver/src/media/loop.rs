@@ -281,25 +281,37 @@ const EPHEMERAL_PAIR_ATTEMPTS: usize = 16;
 /// in use for TCP: by another connection, or by one in TIME_WAIT (Linux refuses the bind
 /// unless both sockets set SO_REUSEADDR; seen after a test made 10,000 connections). Such a
 /// pair is retried on a new ephemeral port; any other failure is returned as it is.
-fn bind_media(
-    spec: &LoopSpec,
+fn bind_media(spec: &LoopSpec, poll: &Poll) -> io::Result<MediaSockets> {
+    let bind = spec.bind;
+    bind_pair(bind, spec.tcp_bind, spec.tcp_limits, poll, || {
+        bind_udp(bind)
+    })
+}
+
+/// The loop's UDP socket, its address, and its ICE-TCP listener if it has one.
+type MediaSockets = (std::net::UdpSocket, SocketAddr, Option<TcpServer>);
+
+/// [`bind_media`], with where each UDP socket comes from as a parameter (a test hands it a
+/// socket on a port it holds for TCP).
+fn bind_pair(
+    bind: SocketAddr,
+    tcp_bind: Option<SocketAddr>,
+    tcp_limits: TcpLimits,
     poll: &Poll,
-) -> io::Result<(std::net::UdpSocket, SocketAddr, Option<TcpServer>)> {
-    let ephemeral_pair = spec.bind.port() == 0 && spec.tcp_bind == Some(spec.bind);
+    mut next_udp: impl FnMut() -> io::Result<std::net::UdpSocket>,
+) -> io::Result<MediaSockets> {
+    let ephemeral_pair = bind.port() == 0 && tcp_bind == Some(bind);
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let udp = bind_udp(spec.bind)?;
+        let udp = next_udp()?;
         let local_addr = udp.local_addr()?;
-        let Some(tcp_addr) = spec
-            .tcp_bind
-            .map(|a| if a == spec.bind { local_addr } else { a })
-        else {
+        let Some(tcp_addr) = tcp_bind.map(|a| if a == bind { local_addr } else { a }) else {
             return Ok((udp, local_addr, None));
         };
         match TcpServer::bind(
             tcp_addr,
-            spec.tcp_limits,
+            tcp_limits,
             poll.registry(),
             TCP_LISTENER,
             TCP_CONN_BASE,
@@ -978,4 +990,63 @@ fn flush(batch: &mut SendBatch, socket: &UdpSocket, counters: &mut LoopCounters)
     counters.bytes_out += bytes;
     // A full socket buffer loses datagrams; SRTP and ICE recover, and we count them.
     counters.send_errors += losses.buffer_full + losses.failed;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ANY_LOCAL: &str = "127.0.0.1:0";
+
+    /// A UDP socket on a port the test also holds a TCP listener on.
+    fn udp_on_a_port_taken_for_tcp() -> (std::net::UdpSocket, std::net::TcpListener) {
+        loop {
+            let udp = bind_udp(ANY_LOCAL.parse().unwrap()).unwrap();
+            // The kernel found this port free for UDP; it may be in use for TCP already, in
+            // which case another one is tried.
+            if let Ok(tcp) = std::net::TcpListener::bind(udp.local_addr().unwrap()) {
+                return (udp, tcp);
+            }
+        }
+    }
+
+    #[test]
+    fn an_ephemeral_port_taken_for_tcp_is_given_up_for_a_new_one() {
+        let bind: SocketAddr = ANY_LOCAL.parse().unwrap();
+        let (taken_udp, _holder) = udp_on_a_port_taken_for_tcp();
+        let taken = taken_udp.local_addr().unwrap();
+        let poll = Poll::new().unwrap();
+        let mut first = Some(taken_udp);
+        let mut handed_out = 0;
+        let (_udp, addr, tcp) = bind_pair(bind, Some(bind), TcpLimits::default(), &poll, || {
+            handed_out += 1;
+            first.take().map_or_else(|| bind_udp(bind), Ok)
+        })
+        .expect("a free pair on a retry");
+        assert!(handed_out >= 2, "the taken port was retried");
+        assert_ne!(addr.port(), taken.port());
+        let tcp = tcp.expect("a listener");
+        assert_eq!(
+            tcp.local_addr(),
+            addr,
+            "TCP listens on the UDP socket's port"
+        );
+    }
+
+    #[test]
+    fn a_fixed_port_taken_for_tcp_fails_with_the_os_error() {
+        let (udp, _holder) = udp_on_a_port_taken_for_tcp();
+        let fixed = udp.local_addr().unwrap();
+        drop(udp); // free for UDP, still taken for TCP
+        let poll = Poll::new().unwrap();
+        let mut tries = 0;
+        let err = bind_pair(fixed, Some(fixed), TcpLimits::default(), &poll, || {
+            tries += 1;
+            bind_udp(fixed)
+        })
+        .map(|_| ())
+        .expect_err("a port the operator chose is not swapped for another");
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse, "{err}");
+        assert_eq!(tries, 1, "no retry");
+    }
 }
