@@ -135,15 +135,18 @@ pub fn measure_floor<R: Ledger>(s: &mut Runner<R>, slots: FloorSlots<R>) {
 /// each point saved as soon as it is done.
 pub fn run<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>) {
     let largest = s.plan.cost_sessions.iter().copied().max().unwrap_or(0);
+    let smallest = s.plan.cost_sessions.iter().copied().min().unwrap_or(0);
     let mut points: Vec<(String, usize, bool)> = Vec::new();
     for mode in ["pcm", "passthrough"] {
         if s.plan.modes.iter().any(|m| m == mode) {
-            // The largest point of the curve is profiled.
+            // The largest point of each curve is profiled, and passthrough's smallest too:
+            // there each packet pays a wakeup of its own ("Where a packet's CPU goes").
+            let profiled = |n: usize| n == largest || (mode == "passthrough" && n == smallest);
             points.extend(
                 s.plan
                     .cost_sessions
                     .iter()
-                    .map(|&n| (mode.into(), n, n == largest)),
+                    .map(|&n| (mode.into(), n, profiled(n))),
             );
         }
     }

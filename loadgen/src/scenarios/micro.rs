@@ -216,43 +216,54 @@ pub fn packet_cost_section(
     md.push('\n');
 }
 
-/// The whole process, from the perf profile of the largest passthrough cost run: every sample
-/// by component, and that share of the run's CPU per datagram.
+/// The whole process, from the perf profiles of the passthrough cost runs: every sample by
+/// component, and that share of its run's CPU per datagram.
 fn process_breakdown(md: &mut String, cost: &[CostPoint], profiles: &[ServerProfile]) {
-    let Some(prof) = profiles
-        .iter()
-        .find(|p| p.scenario.starts_with("cost-passthrough") && !p.breakdown.is_empty())
-    else {
-        return;
-    };
-    let whole = cost
+    let profiled: Vec<(&ServerProfile, Option<f64>)> = cost
         .iter()
         .filter(|p| p.mode == "passthrough")
-        .max_by_key(|p| p.sessions)
-        .and_then(|p| Some((p.sessions, us_per_packet(&p.runs)?)));
+        .filter_map(|p| {
+            // Profiles are named after their run: `cost-passthrough-<sessions> (<n> loops)`.
+            let name = format!("cost-passthrough-{} ", p.sessions);
+            let prof = profiles
+                .iter()
+                .find(|f| f.scenario.starts_with(&name) && !f.breakdown.is_empty())?;
+            Some((prof, us_per_packet(&p.runs)))
+        })
+        .collect();
+    if profiled.is_empty() {
+        return;
+    }
     let _ = writeln!(
         md,
-        "The whole transceiver process in passthrough, by component: every sample of the perf profile of `{}`          (the largest passthrough cost run), by symbol{}.\n",
-        prof.scenario,
-        whole.map_or(String::new(), |(n, us)| format!(
-            ", and that share of the {us:.2} µs of CPU per datagram measured at {n} sessions"
-        ))
+        "The whole transceiver process in passthrough, by component: every sample of the perf profile of a cost \
+         run, by symbol, and that share of the run's CPU per datagram.\n"
     );
-    let _ = writeln!(
-        md,
-        "| component | share of samples | µs per datagram |\n|---|---|---|"
-    );
-    for share in &prof.breakdown {
-        let us = whole.map(|(_, us)| us * share.percent / 100.0);
+    for (prof, whole) in profiled {
         let _ = writeln!(
             md,
-            "| {} | {:.1} % | {} |",
-            share.component,
-            share.percent,
-            us.map_or("–".into(), |u| format!("{u:.2}"))
+            "`{}`{}:\n",
+            prof.scenario,
+            whole.map_or(String::new(), |us| format!(
+                ", {us:.2} µs of CPU per datagram"
+            ))
         );
+        let _ = writeln!(
+            md,
+            "| component | share of samples | µs per datagram |\n|---|---|---|"
+        );
+        for share in &prof.breakdown {
+            let us = whole.map(|w| w * share.percent / 100.0);
+            let _ = writeln!(
+                md,
+                "| {} | {:.1} % | {} |",
+                share.component,
+                share.percent,
+                us.map_or("–".into(), |u| format!("{u:.2}"))
+            );
+        }
+        md.push('\n');
     }
-    md.push('\n');
 }
 
 #[cfg(test)]
@@ -316,6 +327,6 @@ mod tests {
         process_breakdown(&mut md, &cost, &[prof]);
         assert!(md.contains("| kernel | 40.0 % | 4.00 |"), "{md}");
         assert!(md.contains("| str0m | 10.0 % | 1.00 |"), "{md}");
-        assert!(md.contains("10.00 µs of CPU per datagram measured at 1000 sessions"));
+        assert!(md.contains("`cost-passthrough-1000 (1 loops)`, 10.00 µs of CPU per datagram"));
     }
 }
