@@ -187,10 +187,11 @@ impl Call {
     /// attaches (or none), and ICE, DTLS and the data channel come up over in-memory
     /// datagrams. Panics if the handshake does not finish within 10 s of the rig's clock.
     pub fn connect(cert: &DtlsCert, mode: Option<AudioMode>) -> Call {
-        // The rig's clock starts on the downlink's shared 20 ms grid, so a second of it
+        // The rig's clock starts on its session's 20 ms downlink grid, so a second of it
         // always holds the same 50 ticks (from any other phase, a window can start just
         // before or just after a tick).
-        let now = TickGrid::shared().first_after(Instant::now());
+        let id = SessionId::random();
+        let now = TickGrid::for_session(&id.to_string()).first_after(Instant::now());
         let cfg = SessionConfig {
             send_for: Duration::MAX,
             decode_downlink: false,
@@ -203,7 +204,7 @@ impl Call {
         let (offer, summary) = validate_offer(offer_sdp.as_bytes()).expect("valid offer");
         let offer_text = offer_sdp.to_string();
         let params = SessionParams {
-            id: SessionId::random(),
+            id,
             ufrag: "benchUfrag".into(),
             pass: "benchPasswordBenchPassword".into(),
             cert: cert.clone(),

@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::error::TryRecvError;
 use voxgate_proto::bridge::{downlink, uplink, AudioMode, Cleared, PlaybackProgress, Uplink};
 
-use super::{
-    AudioBridge, BridgeAction, QueuedItem, TickGrid, FRAME, MAX_OPUS_PACKET, RTP_TICKS_PER_FRAME,
-};
+use super::{AudioBridge, BridgeAction, QueuedItem, FRAME, MAX_OPUS_PACKET, RTP_TICKS_PER_FRAME};
 
 /// Downlink audio the loop holds, PCM or Opus; beyond it, backend messages wait in the channel
 /// (and gRPC flow control pushes back on the backend).
@@ -155,7 +153,7 @@ impl AudioBridge {
         // Fixed cadence, no drift; after a long stall, restart on the grid instead of bursting.
         let mut next = due + FRAME;
         if now > next + 3 * FRAME {
-            next = TickGrid::shared().first_after(now);
+            next = self.tick_grid.first_after(now);
         }
         self.next_tick = Some(next);
         let ts = self.out_rtp_ts;

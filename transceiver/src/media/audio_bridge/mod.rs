@@ -138,6 +138,8 @@ pub struct AudioBridge {
     was_playing: bool,
     out_rtp_ts: u32,
     next_tick: Option<Instant>,
+    /// The shared 20 ms grid this session's ticks fall on (see `tick_grid`).
+    tick_grid: TickGrid,
     connected: bool,
     /// The caller's data channel is open (replayed to an owner that attaches later).
     channel_open: bool,
@@ -149,6 +151,7 @@ pub struct AudioBridge {
 
 impl AudioBridge {
     pub fn new(session_id: String, encoder_settings: EncoderSettings) -> Self {
+        let tick_grid = TickGrid::for_session(&session_id);
         AudioBridge {
             owner: None,
             last_owner_id: 0,
@@ -172,6 +175,7 @@ impl AudioBridge {
             was_playing: false,
             out_rtp_ts: rand::random(),
             next_tick: None,
+            tick_grid,
             connected: false,
             channel_open: false,
             counters: BridgeCounters::default(),
@@ -287,7 +291,7 @@ impl AudioBridge {
         }
         // Tick from now on, even before media flows, so backend messages (and a backend that
         // went away) are noticed within a frame; on the shared grid (see `tick_grid`).
-        self.next_tick = Some(TickGrid::shared().first_after(now));
+        self.next_tick = Some(self.tick_grid.first_after(now));
         Ok(())
     }
 
@@ -339,7 +343,7 @@ impl AudioBridge {
         self.broadcast(ev);
         if self.owner.is_some() {
             self.next_tick
-                .get_or_insert_with(|| TickGrid::shared().first_after(now));
+                .get_or_insert(self.tick_grid.first_after(now));
         }
     }
 
@@ -689,10 +693,12 @@ mod tests {
     }
 
     #[test]
-    fn sessions_attached_apart_tick_together_and_a_stalled_clock_rejoins_the_grid() {
+    fn sessions_of_one_phase_tick_together_and_a_stalled_clock_rejoins_its_grid() {
         let t0 = Instant::now();
-        let mut a = AudioBridge::new("a".into(), SETTINGS);
-        let mut b = AudioBridge::new("b".into(), SETTINGS);
+        // Two sessions whose ids put them on the same grid, attached 7 ms apart.
+        let mut a = AudioBridge::new("same".into(), SETTINGS);
+        let mut b = AudioBridge::new("same".into(), SETTINGS);
+        let grid = TickGrid::for_session("same");
         let (ep_a, _up_a, _down_a) = owner(48_000);
         let (ep_b, _up_b, _down_b) = owner(48_000);
         a.attach_owner(ep_a, t0, &Default::default()).unwrap();
@@ -707,7 +713,7 @@ mod tests {
             let t = a.next_tick().unwrap();
             a.tick(t);
         }
-        let on_grid = |t: Instant| TickGrid::shared().first_after(t - FRAME) == t;
+        let on_grid = |t: Instant| grid.first_after(t - FRAME) == t;
         assert!(on_grid(a.next_tick().unwrap()));
         // A loop stalled for 200 ms: the clock restarts on the grid, not at "now + 20 ms".
         let late = a.next_tick().unwrap() + Duration::from_micros(200_321);

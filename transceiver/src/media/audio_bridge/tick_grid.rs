@@ -1,23 +1,32 @@
-//! The downlink's shared 20 ms clock: every session's tick falls on one process-wide grid.
+//! The downlink's shared 20 ms clock: every session's tick falls on one of a few process-wide
+//! grids.
 //!
 //! Why: a session used to start its 20 ms clock when its backend attached, so N sessions had
 //! N phases and a loop woke up to 50 × N times a second just for ticks (most of them idle:
-//! nothing to play, but the backend queue is polled and str0m is driven). On one grid the
-//! loop wakes 50 times a second for all of them: one timer pass walks every due session, and
-//! the frames they produce leave in the same `sendmmsg` batches. A long pass (many PCM
-//! encodes) does not delay callers' packets: the loop reads its socket between slices of a
-//! timer pass (`media::loop`).
+//! nothing to play, but the backend queue is polled). On shared grids one timer pass walks
+//! every session due at that instant, and the frames they produce leave in the same
+//! `sendmmsg` batches.
+//!
+//! Why [`PHASES`] grids and not one: a PCM session encodes a frame on its tick (~0.1 ms each),
+//! and on a single grid a loop at its PCM capacity would encode for ~10 ms in one burst every
+//! 20 ms. The loop still reads its socket between slices of a pass, but the control plane and
+//! the gRPC hop get no CPU on a shared core until the burst ends, so uplink frames would reach
+//! backends up to a burst late. Ten grids 2 ms apart cap a burst at a tenth of the sessions,
+//! for at most 500 tick wakeups a second per loop whatever its session count.
 //!
 //! Pure arithmetic on `Instant`s; the epoch is taken once per process, so sessions on every
-//! loop share it.
+//! loop share it; a session's phase comes from its id.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::FRAME;
 
+/// How many phase-shifted grids sessions are spread over.
+pub const PHASES: u32 = 10;
+
 /// A grid of instants `epoch + k × period`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TickGrid {
     epoch: Instant,
     period: Duration,
@@ -28,10 +37,25 @@ impl TickGrid {
         TickGrid { epoch, period }
     }
 
-    /// The process's 20 ms downlink grid.
+    /// The process's 20 ms downlink grid of phase 0.
     pub fn shared() -> Self {
         static EPOCH: OnceLock<Instant> = OnceLock::new();
         TickGrid::new(*EPOCH.get_or_init(Instant::now), FRAME)
+    }
+
+    /// The shared grid of the session named `session_id`: phase `hash(id) mod PHASES`.
+    pub fn for_session(session_id: &str) -> Self {
+        // FNV-1a: stable across runs and builds, unlike std's randomly keyed hasher.
+        let hash = session_id.bytes().fold(0x811c_9dc5u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+        TickGrid::shared().phase(hash % PHASES, PHASES)
+    }
+
+    /// This grid shifted by `slot` / `slots` of a period.
+    pub fn phase(self, slot: u32, slots: u32) -> Self {
+        let shift = self.period * (slot % slots.max(1)) / slots.max(1);
+        TickGrid::new(self.epoch + shift, self.period)
     }
 
     /// The first grid instant strictly after `now`.
@@ -71,15 +95,28 @@ mod tests {
     }
 
     #[test]
-    fn the_shared_grid_is_the_same_for_every_caller() {
-        let now = Instant::now();
-        let a = TickGrid::shared().first_after(now);
-        let b = TickGrid::shared().first_after(now + 3 * MS);
-        let c = TickGrid::shared().first_after(now + 19 * MS);
-        // Three instants within 20 ms share one tick or straddle a single boundary.
-        let d = |x: Instant, y: Instant| x.max(y) - x.min(y);
-        assert!([d(a, b), d(a, c), d(b, c)]
-            .iter()
-            .all(|g| g.is_zero() || *g == FRAME));
+    fn phases_shift_the_grid_by_a_fraction_of_the_period() {
+        let t0 = Instant::now();
+        let g = TickGrid::new(t0, 20 * MS);
+        assert_eq!(g.phase(0, 10), g);
+        assert_eq!(g.phase(3, 10).first_after(t0), t0 + 6 * MS);
+        assert_eq!(g.phase(9, 10).first_after(t0 + 19 * MS), t0 + 38 * MS);
+        assert_eq!(g.phase(13, 10), g.phase(3, 10), "slots wrap");
+    }
+
+    #[test]
+    fn a_session_keeps_its_phase_and_sessions_spread_over_every_phase() {
+        let ids: Vec<String> = (0..200).map(|i| format!("{i:032x}")).collect();
+        for id in &ids {
+            assert_eq!(TickGrid::for_session(id), TickGrid::for_session(id));
+        }
+        let base = TickGrid::shared().epoch;
+        let mut per_phase = [0usize; PHASES as usize];
+        for id in &ids {
+            let shift = TickGrid::for_session(id).epoch - base;
+            let slot = (shift.as_nanos() * u128::from(PHASES) / FRAME.as_nanos()) as usize;
+            per_phase[slot] += 1;
+        }
+        assert!(per_phase.iter().all(|&n| n >= 5), "{per_phase:?}");
     }
 }
