@@ -22,8 +22,8 @@ pub fn table(md: &mut String, r: &SuiteResults) {
     let _ = writeln!(md, "## Targets of issue 12 (transceiver efficiency)\n");
     let _ = writeln!(
         md,
-        "Ratios to baselines measured in this run. *CPU per packet* is the transceiver's CPU over every datagram its \
-         clients sent or received in the window (one receive or one send each); the forwarder's is one receive plus one \
+        "Ratios to baselines measured in this run. *CPU per packet* is the transceiver's CPU over every RTP audio packet \
+         its clients sent or received in the window (one receive or one send each); the forwarder's is one receive plus one \
          send per datagram, flat out.\n"
     );
     let _ = writeln!(

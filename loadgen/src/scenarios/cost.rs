@@ -403,9 +403,9 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
         "Each session sends 50 Opus packets/s up; the built-in backend plays 1 s of audio every 2 s (PCM: 48 kHz PCM chunks, \
          transcoded by the transceiver; passthrough: pre-encoded Opus packets). Arrivals at {}/s; measured over a {} s window \
          once all sessions are up. CPU is the transceiver process's utime+stime from `/proc/<pid>/stat` (all its threads: media \
-         loop, gRPC, signaling) over the window. *µs per packet* divides by every datagram the clients sent or received in \
-         the window; *loop wakeups per packet* divides the media loops' wakeups (`voxgate_loop_wakeups_total`) by the same \
-         datagrams.\n",
+         loop, gRPC, signaling) over the window. *µs per packet* divides by every RTP audio packet the clients sent or \
+         received in the window (RTCP, feedback and STUN consent are cost, not work); *loop wakeups per packet* divides the \
+         media loops' wakeups (`voxgate_loop_wakeups_total`) by the same packets.\n",
         plan.map_or(0.0, |p| p.cost_rate),
         plan.map_or(0.0, |p| p.hold_secs)
     );
@@ -432,13 +432,13 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
     let _ = writeln!(md, "![CPU per session](cpu_per_session.svg)\n");
 }
 
-/// Media-loop wakeups per datagram the clients sent or received in the window: below 1, a
+/// Media-loop wakeups per audio packet the clients sent or received in the window: below 1, a
 /// wakeup carried several packets; above 1, timers woke the loop on their own.
 fn wakeups_per_packet(runs: &[LoadResult]) -> Option<f64> {
     let per_run: Vec<f64> = runs
         .iter()
         .filter_map(|x| {
-            let packets = x.window_datagrams_sent + x.window_datagrams_received;
+            let packets = x.window_audio_sent + x.window_audio_received;
             Some(x.server_loop_wakeups_window? as f64 / packets.max(1) as f64)
         })
         .collect();

@@ -104,7 +104,7 @@ fn session_us(micro: &[MicroBench], id: &str) -> Option<f64> {
 }
 
 /// The "Where a packet's CPU goes" section: one `Session`'s parts (criterion, no I/O) beside
-/// the whole transceiver process's passthrough cost per datagram (the cost runs).
+/// the whole transceiver process's passthrough cost per audio packet (the cost runs).
 pub fn packet_cost_section(
     md: &mut String,
     micro: &[MicroBench],
@@ -178,9 +178,9 @@ pub fn packet_cost_section(
             let _ = writeln!(md, "| {part} | {what} | {us:.2} |");
         }
     }
-    // The session's cost per datagram of the cost runs' traffic: uplink packets at the whole
+    // The session's cost per audio packet of the cost runs' traffic: uplink packets at the whole
     // session's cost (timers included), downlink packets at the tick's cost above idle.
-    let session_per_datagram = (COST_UPLINK_PPS * up + COST_DOWNLINK_PPS * (down - idle).max(0.0))
+    let session_per_packet = (COST_UPLINK_PPS * up + COST_DOWNLINK_PPS * (down - idle).max(0.0))
         / (COST_UPLINK_PPS + COST_DOWNLINK_PPS);
     let whole: Vec<(usize, f64)> = cost
         .iter()
@@ -190,7 +190,7 @@ pub fn packet_cost_section(
     let _ = writeln!(
         md,
         "\nBeside the whole transceiver process in passthrough (the cost runs above: 50 uplink and 25 downlink \
-         packets per session-second), the session's share is {session_per_datagram:.2} µs per datagram; the rest is \
+         packets per session-second), the session's share is {session_per_packet:.2} µs per audio packet; the rest is \
          kernel receive and send (`recvmmsg`, `sendmmsg`, `epoll_wait`, wakeups), the loop's demux and batching, and \
          the gRPC hop (protobuf, HTTP/2, the backend's TCP).\n"
     );
@@ -203,21 +203,21 @@ pub fn packet_cost_section(
     }
     let _ = writeln!(
         md,
-        "| sessions | whole process µs per datagram | inside the session | outside it (kernel, loop, gRPC) | session share |\n|---|---|---|---|---|"
+        "| sessions | whole process µs per audio packet | inside the session | outside it (kernel, loop, gRPC) | session share |\n|---|---|---|---|---|"
     );
     for (n, w) in whole {
         let _ = writeln!(
             md,
-            "| {n} | {w:.2} | {session_per_datagram:.2} | {:.2} | {:.0} % |",
-            (w - session_per_datagram).max(0.0),
-            100.0 * session_per_datagram / w
+            "| {n} | {w:.2} | {session_per_packet:.2} | {:.2} | {:.0} % |",
+            (w - session_per_packet).max(0.0),
+            100.0 * session_per_packet / w
         );
     }
     md.push('\n');
 }
 
 /// The whole process, from the perf profiles of the passthrough cost runs: every sample by
-/// component, and that share of its run's CPU per datagram.
+/// component, and that share of its run's CPU per audio packet.
 fn process_breakdown(md: &mut String, cost: &[CostPoint], profiles: &[ServerProfile]) {
     let profiled: Vec<(&ServerProfile, Option<f64>)> = cost
         .iter()
@@ -237,7 +237,7 @@ fn process_breakdown(md: &mut String, cost: &[CostPoint], profiles: &[ServerProf
     let _ = writeln!(
         md,
         "The whole transceiver process in passthrough, by component: every sample of the perf profile of a cost \
-         run, by symbol, and that share of the run's CPU per datagram.\n"
+         run, by symbol, and that share of the run's CPU per audio packet.\n"
     );
     for (prof, whole) in profiled {
         let _ = writeln!(
@@ -245,12 +245,12 @@ fn process_breakdown(md: &mut String, cost: &[CostPoint], profiles: &[ServerProf
             "`{}`{}:\n",
             prof.scenario,
             whole.map_or(String::new(), |us| format!(
-                ", {us:.2} µs of CPU per datagram"
+                ", {us:.2} µs of CPU per audio packet"
             ))
         );
         let _ = writeln!(
             md,
-            "| component | share of samples | µs per datagram |\n|---|---|---|"
+            "| component | share of samples | µs per audio packet |\n|---|---|---|"
         );
         for share in &prof.breakdown {
             let us = whole.map(|w| w * share.percent / 100.0);
@@ -294,8 +294,8 @@ mod tests {
         packet_cost_section(&mut md, &micro, &[], &[]);
         assert!(md.contains("| 4.07 |"), "{md}");
         assert!(md.contains("| 2.41 |"), "{md}");
-        // (50 × 4.07 + 25 × (2.41 − 0.69)) / 75 = 3.29 µs per datagram.
-        assert!(md.contains("3.29 µs per datagram"), "{md}");
+        // (50 × 4.07 + 25 × (2.41 − 0.69)) / 75 = 3.29 µs per audio packet.
+        assert!(md.contains("3.29 µs per audio packet"), "{md}");
         assert!(md.contains("did not run"), "{md}");
     }
 
@@ -311,11 +311,14 @@ mod tests {
             top: vec![],
             breakdown: vec![share("kernel", 40.0), share("str0m", 10.0)],
         };
+        // 0.1 CPU-s over 10,000 audio packets: 10 µs each.
         let run = crate::session_load::LoadResult {
             server: Some(crate::session_load::ServerUsage {
-                us_per_packet: 10.0,
+                cpu_secs: 0.1,
                 ..Default::default()
             }),
+            window_audio_sent: 6_000,
+            window_audio_received: 4_000,
             ..Default::default()
         };
         let cost = [CostPoint {
@@ -327,6 +330,6 @@ mod tests {
         process_breakdown(&mut md, &cost, &[prof]);
         assert!(md.contains("| kernel | 40.0 % | 4.00 |"), "{md}");
         assert!(md.contains("| str0m | 10.0 % | 1.00 |"), "{md}");
-        assert!(md.contains("`cost-passthrough-1000 (1 loops)`, 10.00 µs of CPU per datagram"));
+        assert!(md.contains("`cost-passthrough-1000 (1 loops)`, 10.00 µs of CPU per audio packet"));
     }
 }

@@ -64,7 +64,9 @@ pub fn free_tcp_port(ip: IpAddr) -> anyhow::Result<u16> {
     Ok(TcpListener::bind((ip, 0))?.local_addr()?.port())
 }
 
-/// A base port P with P..P+n free for UDP on `ip`.
+/// A base port P with P..P+n free for UDP and for TCP on `ip`: the relay and the transceiver
+/// listen for ICE-TCP on their UDP ports by default, and a port the kernel hands out free for
+/// UDP can still be held for TCP (a connection in TIME_WAIT after the relay's TCP runs).
 pub fn free_udp_ports(ip: IpAddr, n: u16) -> anyhow::Result<u16> {
     for _ in 0..100 {
         let first = UdpSocket::bind((ip, 0))?;
@@ -73,11 +75,13 @@ pub fn free_udp_ports(ip: IpAddr, n: u16) -> anyhow::Result<u16> {
             continue;
         }
         let rest: Result<Vec<_>, _> = (1..n).map(|i| UdpSocket::bind((ip, base + i))).collect();
-        if rest.is_ok() {
+        // std's TcpListener sets SO_REUSEADDR, as the servers' listeners do.
+        let tcp: Result<Vec<_>, _> = (0..n).map(|i| TcpListener::bind((ip, base + i))).collect();
+        if rest.is_ok() && tcp.is_ok() {
             return Ok(base);
         }
     }
-    bail!("no free UDP port range")
+    bail!("no port range free for both UDP and TCP")
 }
 
 pub fn wait_http(url: &str, timeout: Duration) -> anyhow::Result<()> {
