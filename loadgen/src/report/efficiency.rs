@@ -175,10 +175,12 @@ fn no_regression(md: &mut String, r: &SuiteResults) {
         num(handoff, 3),
         at_most(handoff, 1.0, "ms")
     );
+    // A frame the load generator skipped (it woke late) leaves a sequence gap the backend
+    // counts as lost, but it never reached the transceiver: only the rest is the server's.
     let lost: u64 = below
         .iter()
         .flat_map(|p| &p.runs)
-        .map(|x| x.loss.uplink_lost + x.loss.downlink_lost)
+        .map(|x| x.loss.uplink_lost.saturating_sub(x.loadgen_frames_skipped) + x.loss.downlink_lost)
         .sum();
     let expected: u64 = below
         .iter()
@@ -187,7 +189,7 @@ fn no_regression(md: &mut String, r: &SuiteResults) {
         .sum();
     let _ = writeln!(
         md,
-        "| 7. zero uplink and downlink loss below capacity ({} cost points: every run that used under 0.9 of a core and refused nobody) | {} of {} packets lost | {} |",
+        "| 7. zero uplink and downlink loss below capacity ({} cost points: every run that used under 0.9 of a core and refused nobody; frames the load generator skipped are not counted) | {} of {} packets lost | {} |",
         below.len(),
         thousands(Some(lost as f64)),
         thousands(Some(expected as f64)),
