@@ -660,9 +660,8 @@ impl Session {
         &self.metadata
     }
 
-    /// The 20 ms downlink tick: act on backend messages, then send at most one Opus frame.
-    /// The bridge's 20 ms tick: backend messages, then at most one frame of audio. Returns
-    /// whether it gave str0m work (a frame, a data message, a goodbye) to be driven.
+    /// The bridge's 20 ms tick: act on backend messages, then send at most one Opus frame.
+    /// Returns whether it gave str0m work (a frame, a data message, a goodbye) to drive.
     fn audio_tick(&mut self, now: Instant) -> bool {
         let mut rtc_work = false;
         if self.bridge.owner_stalled(now) {
