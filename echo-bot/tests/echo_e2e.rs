@@ -141,6 +141,30 @@ fn healthy(port: u16) -> bool {
         && answer.starts_with("HTTP/1.1 200")
 }
 
+/// The body of `GET {base_url}{path}`.
+fn http_get(base_url: &str, path: &str) -> String {
+    let host = base_url.trim_start_matches("http://");
+    let mut s = TcpStream::connect(host).expect("connect");
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).expect("send request");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "GET {path}: {answer}");
+    answer
+}
+
+/// The sum of every sample of metric `name` (all label sets) in a Prometheus exposition.
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|r| r.starts_with([' ', '{']))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// 20 ms frames (48 kHz) of `pcm` louder than -30 dBFS.
 fn loud_frames(pcm: &[i16]) -> usize {
     pcm.chunks_exact(signal::FRAME_SAMPLES)
@@ -190,8 +214,19 @@ fn start_transceiver_with(tag: &str, extra_args: &[&str]) -> Transceiver {
 
 /// An echo bot registered (as `worker_id`) with `t`.
 fn start_bot(t: &Transceiver, worker_id: &str, capacity: u32) -> Proc {
+    let bot = spawn_bot(t, worker_id, capacity);
+    assert!(
+        bot.wait_for_log("registered", Duration::from_secs(10)),
+        "echo-bot did not register:\n{}",
+        bot.output()
+    );
+    bot
+}
+
+/// An echo bot started for `t`, not yet registered.
+fn spawn_bot(t: &Transceiver, worker_id: &str, capacity: u32) -> Proc {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let bot = Proc::spawn(
+    Proc::spawn(
         Command::new(env!("CARGO_BIN_EXE_echo-bot"))
             .args(["--transceiver", &t.grpc])
             .args(["--worker-id", worker_id])
@@ -200,13 +235,7 @@ fn start_bot(t: &Transceiver, worker_id: &str, capacity: u32) -> Proc {
             .env("VOXGATE_ECHO_TOKEN", TOKEN)
             .env("RUST_LOG", "info"),
         dir.join(format!("echo-e2e-{worker_id}-bot.log")),
-    );
-    assert!(
-        bot.wait_for_log("registered", Duration::from_secs(10)),
-        "echo-bot did not register:\n{}",
-        bot.output()
-    );
-    bot
+    )
 }
 
 fn caller(base_url: &str, tone_hz: f32, send_for: Duration) -> SessionConfig {
@@ -270,6 +299,62 @@ fn tone_burst_comes_back_and_text_is_echoed() {
         .expect("bot exits on SIGTERM");
     assert!(ok, "bot exit status after SIGTERM");
     assert!(took < Duration::from_secs(3), "bot took {took:?} to exit");
+    drop(t);
+}
+
+/// The caller talks, and its app sends a message, before any backend is there to take the
+/// session: the transceiver holds both and the bot, attaching later, hears the whole utterance
+/// and gets the message. Before the hold, what came before the attach was dropped, which is
+/// also how `tone_burst_comes_back_and_text_is_echoed` once failed on a busy machine (48 loud
+/// frames of 50 and no echoed text: the attach came after the first packet and the message).
+#[test]
+fn what_the_caller_says_before_any_bot_is_there_is_heard_whole() {
+    let t = start_transceiver("early");
+    let mut fleet = Fleet::new().expect("fleet");
+    let i = fleet
+        .open(caller(&t.base_url, 600.0, Duration::from_secs(1)))
+        .expect("open session");
+    let connected = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
+        f.session(i).is_connected() && f.session(i).channel_open()
+    });
+    assert!(connected, "session did not connect");
+    fleet.send_channel_text(i, "said early").expect("send text");
+    // Half the tone and the message reach the transceiver while no backend exists.
+    fleet.run_for(Duration::from_millis(500));
+    let bot = spawn_bot(&t, "e2e-early", 100);
+    let heard = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
+        loud_frames(f.session(i).received_pcm()) >= 50
+            && !f.session(i).channel_messages().is_empty()
+    });
+    fleet.run_for(Duration::from_millis(500));
+    let pcm = fleet.session(i).received_pcm().to_vec();
+    let messages = fleet.session(i).channel_messages().to_vec();
+    assert!(
+        heard,
+        "not heard whole: {} loud frames, messages {messages:?}\nbot:\n{}",
+        loud_frames(&pcm),
+        bot.output()
+    );
+    let loud = loud_frames(&pcm);
+    assert!((50..=52).contains(&loud), "reply of {loud} frames, not 50");
+    let hz = signal::dominant_frequency(&pcm, signal::SAMPLE_RATE);
+    assert!((hz - 600.0).abs() < 5.0, "reply at {hz} Hz");
+    let echo: serde_json::Value = serde_json::from_str(&messages[0]).expect("JSON echo");
+    assert_eq!(
+        echo,
+        serde_json::json!({"type": "echo", "text": "said early"})
+    );
+    let metrics = http_get(&t.base_url, "/metrics");
+    let held = metric_sum(&metrics, "voxgate_bridge_uplink_held_total");
+    assert!(
+        held >= 20.0,
+        "held {held} items, expected about 25 packets and a message"
+    );
+    assert_eq!(
+        metric_sum(&metrics, "voxgate_bridge_uplink_held_dropped_total"),
+        0.0
+    );
+    drop(bot);
     drop(t);
 }
 

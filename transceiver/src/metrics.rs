@@ -89,6 +89,12 @@ pub struct BridgeCounters {
     /// Ticks at which the downlink queue held its 30 s bound, leaving backend messages in
     /// the channel (gRPC flow control then pushes back on the backend).
     pub downlink_full_ticks: u64,
+    /// Uplink audio packets and data messages held while no backend owned the session, for
+    /// the owner that attaches next.
+    pub uplink_held: u64,
+    /// Of those, the ones the hold had no room for (older audio past a second, data past its
+    /// count or byte bound).
+    pub uplink_held_dropped: u64,
 }
 
 impl BridgeCounters {
@@ -104,6 +110,8 @@ impl BridgeCounters {
             downlink_oversize: self.downlink_oversize - earlier.downlink_oversize,
             downlink_wrong_mode: self.downlink_wrong_mode - earlier.downlink_wrong_mode,
             downlink_full_ticks: self.downlink_full_ticks - earlier.downlink_full_ticks,
+            uplink_held: self.uplink_held - earlier.uplink_held,
+            uplink_held_dropped: self.uplink_held_dropped - earlier.uplink_held_dropped,
         }
     }
 
@@ -117,6 +125,8 @@ impl BridgeCounters {
         self.downlink_oversize += d.downlink_oversize;
         self.downlink_wrong_mode += d.downlink_wrong_mode;
         self.downlink_full_ticks += d.downlink_full_ticks;
+        self.uplink_held += d.uplink_held;
+        self.uplink_held_dropped += d.uplink_held_dropped;
     }
 }
 
@@ -336,6 +346,8 @@ pub struct Metrics {
     tap_dropped: Family<LoopLabel, Counter>,
     downlink_dropped: Family<LoopReasonLabel, Counter>,
     downlink_full_ticks: Family<LoopLabel, Counter>,
+    uplink_held: Family<LoopLabel, Counter>,
+    uplink_held_dropped: Family<LoopLabel, Counter>,
     bridge_refused: Family<LoopReasonLabel, Counter>,
     unrouted: Family<LoopLabel, Counter>,
     handoff: Family<LoopLabel, BulkHistogram>,
@@ -390,6 +402,8 @@ impl Metrics {
             tap_dropped: Family::default(),
             downlink_dropped: Family::default(),
             downlink_full_ticks: Family::default(),
+            uplink_held: Family::default(),
+            uplink_held_dropped: Family::default(),
             bridge_refused: Family::default(),
             unrouted: Family::default(),
             handoff: Family::default(),
@@ -536,6 +550,16 @@ impl Metrics {
             "bridge_downlink_full_ticks",
             "20 ms ticks at which a session's downlink queue held its 30 s bound (the backend is back-pressured)",
             self.downlink_full_ticks.clone(),
+        );
+        registry.register(
+            "bridge_uplink_held",
+            "Uplink audio packets and data messages held while no backend owned the session, for the next owner",
+            self.uplink_held.clone(),
+        );
+        registry.register(
+            "bridge_uplink_held_dropped",
+            "Held uplink items dropped because the hold was full (a second of audio, 32 data messages, 64 KiB)",
+            self.uplink_held_dropped.clone(),
         );
         registry.register(
             "bridge_refused",
@@ -715,6 +739,8 @@ impl Metrics {
             downlink_oversize: with_reason(&self.downlink_dropped, "oversize"),
             downlink_wrong_mode: with_reason(&self.downlink_dropped, "wrong_mode"),
             downlink_full_ticks: self.downlink_full_ticks.get_or_create(&l).clone(),
+            uplink_held: self.uplink_held.get_or_create(&l).clone(),
+            uplink_held_dropped: self.uplink_held_dropped.get_or_create(&l).clone(),
             taps_refused: with_reason(&self.bridge_refused, "too_many_taps"),
             unrouted: self.unrouted.get_or_create(&l).clone(),
             datagrams_in: self.datagrams_in.get_or_create(&l).clone(),
@@ -855,6 +881,8 @@ pub struct LoopMetrics {
     downlink_oversize: Counter,
     downlink_wrong_mode: Counter,
     downlink_full_ticks: Counter,
+    uplink_held: Counter,
+    uplink_held_dropped: Counter,
     taps_refused: Counter,
     unrouted: Counter,
     handoff: BulkHistogram,
@@ -899,6 +927,8 @@ impl LoopMetrics {
         flush(&self.downlink_oversize, &mut b.downlink_oversize);
         flush(&self.downlink_wrong_mode, &mut b.downlink_wrong_mode);
         flush(&self.downlink_full_ticks, &mut b.downlink_full_ticks);
+        flush(&self.uplink_held, &mut b.uplink_held);
+        flush(&self.uplink_held_dropped, &mut b.uplink_held_dropped);
         flush(&self.taps_refused, &mut pending.taps_refused);
         flush(&self.unrouted, &mut pending.unrouted);
         b.downlink_cleared = 0;

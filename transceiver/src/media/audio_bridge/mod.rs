@@ -11,11 +11,15 @@
 //! the session events it reports.
 
 mod downlink_pacer;
+mod held_uplink;
 mod tick_grid;
 mod uplink_decoder;
 
 use downlink_pacer::OpusQueue;
+use held_uplink::HeldUplink;
+pub use held_uplink::{HELD_AUDIO_PACKETS, HELD_DATA_BYTES, HELD_DATA_MESSAGES};
 pub use tick_grid::TickGrid;
+use uplink_decoder::Audience;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -143,6 +147,8 @@ pub struct AudioBridge {
     connected: bool,
     /// The caller's data channel is open (replayed to an owner that attaches later).
     channel_open: bool,
+    /// What the caller sent while no backend owned the session (see `held_uplink`).
+    held: HeldUplink,
     counters: BridgeCounters,
     /// Hand-off latencies since the loop last took them.
     handoff: HandoffHistogram,
@@ -178,6 +184,7 @@ impl AudioBridge {
             tick_grid,
             connected: false,
             channel_open: false,
+            held: HeldUplink::default(),
             counters: BridgeCounters::default(),
             handoff: HandoffHistogram::default(),
             clock: WallClock::new(),
@@ -289,6 +296,7 @@ impl AudioBridge {
         for (_, kind) in past.into_iter().filter(|(happened, _)| *happened) {
             self.send_owner(event(kind, "", &self.session_id, &Default::default()));
         }
+        self.replay_held();
         // Tick from now on, even before media flows, so backend messages (and a backend that
         // went away) are noticed within a frame; on the shared grid (see `tick_grid`).
         self.next_tick = Some(self.tick_grid.first_after(now));
@@ -382,6 +390,13 @@ impl AudioBridge {
         }
     }
 
+    fn send(&mut self, audience: Audience, msg: Uplink) {
+        match audience {
+            Audience::All => self.broadcast(msg),
+            Audience::OwnerOnly => self.send_owner(msg),
+        }
+    }
+
     fn broadcast(&mut self, msg: Uplink) {
         let dropped = &mut self.counters.tap_dropped;
         self.taps.retain(|t| match t.try_send(msg.clone()) {
@@ -449,7 +464,7 @@ impl WallClock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use voxgate_proto::bridge::{downlink, AudioFrame};
+    use voxgate_proto::bridge::{data_message, downlink, AudioFrame};
 
     const SETTINGS: EncoderSettings = EncoderSettings {
         bitrate: 32_000,
@@ -721,6 +736,144 @@ mod tests {
         let next = a.next_tick().unwrap();
         assert!(next > late && next <= late + FRAME);
         assert!(on_grid(next));
+    }
+
+    fn text(s: &str) -> Vec<u8> {
+        s.as_bytes().to_vec()
+    }
+
+    /// What an owner's queue holds, one word per message: the event kind, `audio` or the text.
+    fn kinds(rx: &mut mpsc::Receiver<Uplink>) -> Vec<String> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|m| match m.kind {
+                Some(uplink::Kind::Event(e)) => e.kind().as_str_name().to_string(),
+                Some(uplink::Kind::Audio(_)) | Some(uplink::Kind::Opus(_)) => "audio".into(),
+                Some(uplink::Kind::Data(DataMessage {
+                    payload: Some(data_message::Payload::Text(t)),
+                    ..
+                })) => t,
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn what_the_caller_sent_before_the_owner_attached_reaches_it_in_order() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        b.on_connected(t0);
+        b.on_channel_open();
+        let packets = opus_frames(5);
+        b.on_audio_packet(t0, 10, 0, packets[0].clone());
+        b.on_channel_data("chat", false, &text("hello bot"));
+        for (i, p) in packets.iter().enumerate().skip(1) {
+            if i != 3 {
+                b.on_audio_packet(t0, 10 + i as u64, 960 * i as u32, p.clone());
+            }
+        }
+        assert_eq!(b.counters().uplink_held, 5);
+        let (ep, mut up, _down) = owner(16_000);
+        b.attach_owner(ep, t0 + Duration::from_millis(80), &Default::default())
+            .unwrap();
+        assert_eq!(
+            kinds(&mut up),
+            [
+                "ATTACHED",
+                "CONNECTED",
+                "DATA_CHANNEL_OPEN",
+                "audio",
+                "hello bot",
+                "audio",
+                "audio",
+                "audio", // packet 3 was lost: concealed
+                "audio",
+            ]
+        );
+        assert_eq!(b.counters().uplink_concealed, 1);
+        assert_eq!(b.counters().uplink_held_dropped, 0);
+        assert_eq!(b.take_handoff().count, 0, "a replay is not a live hand-off");
+        // Live again: the next packet follows the replayed ones.
+        b.on_audio_packet(t0, 15, 960 * 5, opus_frames(1).remove(0));
+        let frames = audio_frames(&mut up);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].sequence, 5, "frames 0-4 were the replay");
+    }
+
+    #[test]
+    fn a_long_wait_for_an_owner_keeps_the_newest_second_and_counts_the_rest() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        b.on_connected(t0);
+        let packets = opus_frames(HELD_AUDIO_PACKETS + 25);
+        for (i, p) in packets.iter().enumerate() {
+            b.on_audio_packet(t0, i as u64, 960 * i as u32, p.clone());
+        }
+        for i in 0..HELD_DATA_MESSAGES + 3 {
+            b.on_channel_data("chat", false, &text(&format!("m{i}")));
+        }
+        assert_eq!(b.counters().uplink_held_dropped, 25 + 3);
+        let (ep, mut up, _down) = owner(48_000);
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        let got = kinds(&mut up);
+        assert_eq!(
+            got.iter().filter(|k| *k == "audio").count(),
+            HELD_AUDIO_PACKETS
+        );
+        let texts: Vec<_> = got.iter().filter(|k| k.starts_with('m')).collect();
+        assert_eq!(texts.len(), HELD_DATA_MESSAGES);
+        assert_eq!(texts[0], "m0", "the first messages are kept");
+        assert_eq!(
+            b.counters().uplink_dropped,
+            0,
+            "the replay fits the owner's queue"
+        );
+    }
+
+    #[test]
+    fn an_owner_lost_mid_call_leaves_the_gap_to_the_next_one() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (ep, mut first, _d1) = owner(48_000);
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        let packets = opus_frames(6);
+        for (i, p) in packets.iter().enumerate().take(3) {
+            b.on_audio_packet(t0, i as u64, 960 * i as u32, p.clone());
+        }
+        assert_eq!(audio_frames(&mut first).len(), 3);
+        b.detach_owner();
+        for (i, p) in packets.iter().enumerate().skip(3) {
+            b.on_audio_packet(t0, i as u64, 960 * i as u32, p.clone());
+        }
+        let (ep, mut second, _d2) = owner(48_000);
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        let frames = audio_frames(&mut second);
+        let stamps: Vec<u32> = frames.iter().map(|f| f.rtp_timestamp).collect();
+        assert_eq!(
+            stamps,
+            [960 * 3, 960 * 4, 960 * 5],
+            "only what the first owner missed"
+        );
+        assert!(frames.iter().all(|f| !f.concealed));
+    }
+
+    #[test]
+    fn a_tap_hears_the_caller_live_and_the_owner_still_gets_the_hold_once() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (tap_tx, mut tap) = mpsc::channel(64);
+        b.add_tap(tap_tx).unwrap();
+        for (i, p) in opus_frames(3).iter().enumerate() {
+            b.on_audio_packet(t0, i as u64, 960 * i as u32, p.clone());
+        }
+        b.on_channel_data("chat", false, &text("hi"));
+        assert_eq!(kinds(&mut tap), ["audio", "audio", "audio", "hi"]);
+        let (ep, mut up, _down) = owner(48_000);
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        assert_eq!(
+            kinds(&mut up),
+            ["ATTACHED", "audio", "audio", "audio", "hi"]
+        );
+        assert!(kinds(&mut tap).is_empty(), "the tap heard it once, live");
     }
 
     #[test]
