@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 /// The transceiver's in-process hand-off histogram (seconds).
 pub const HANDOFF_METRIC: &str = "voxgate_bridge_uplink_handoff_seconds";
+/// The transceiver's server-side offer timing (seconds), by `stage`.
+pub const OFFER_METRIC: &str = "voxgate_offer_seconds";
 /// Times the transceiver's media loops woke from `poll` (summed over loops).
 pub const WAKEUPS_METRIC: &str = "voxgate_loop_wakeups_total";
 
@@ -59,12 +61,25 @@ fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
 /// Parses histogram `name` out of Prometheus / OpenMetrics text, summing every series.
 /// `None` when the text has no `_count` line for it.
 pub fn parse(text: &str, name: &str) -> Option<Histogram> {
+    parse_where(text, name, None)
+}
+
+/// Like [`parse`], summing only the series whose label `key` is `value`.
+pub fn parse_labeled(text: &str, name: &str, key: &str, value: &str) -> Option<Histogram> {
+    parse_where(text, name, Some((key, value)))
+}
+
+fn parse_where(text: &str, name: &str, only: Option<(&str, &str)>) -> Option<Histogram> {
     let bucket = format!("{name}_bucket");
     let sum = format!("{name}_sum");
     let count = format!("{name}_count");
     let mut h = Histogram::default();
     let mut bounds: Vec<(f64, u64)> = Vec::new();
+    let wanted = |labels: &str| only.is_none_or(|(k, v)| label(labels, k) == Some(v));
     for (n, labels, value) in text.lines().filter_map(split_line) {
+        if !wanted(labels) {
+            continue;
+        }
         if n == bucket {
             let (Some(le), Ok(v)) = (
                 label(labels, "le").and_then(|s| s.parse::<f64>().ok()),
@@ -272,6 +287,30 @@ mod tests {
         let (p100, le100) = quantile(&b, 1.0).unwrap();
         assert_eq!(le100, 0.0025);
         assert!(p100 > 0.001 && p100 <= 0.0025);
+    }
+
+    #[test]
+    fn a_labeled_parse_keeps_only_its_series() {
+        let text = "\
+voxgate_offer_seconds_bucket{stage=\"accept\",le=\"0.001\"} 3
+voxgate_offer_seconds_bucket{stage=\"accept\",le=\"+Inf\"} 4
+voxgate_offer_seconds_sum{stage=\"accept\"} 0.01
+voxgate_offer_seconds_count{stage=\"accept\"} 4
+voxgate_offer_seconds_bucket{stage=\"answer\",le=\"0.001\"} 1
+voxgate_offer_seconds_bucket{stage=\"answer\",le=\"+Inf\"} 4
+voxgate_offer_seconds_sum{stage=\"answer\"} 0.05
+voxgate_offer_seconds_count{stage=\"answer\"} 4
+";
+        let answer = parse_labeled(text, OFFER_METRIC, "stage", "answer").unwrap();
+        assert_eq!(answer.count, 4);
+        assert_eq!(answer.buckets, vec![(0.001, 1), (f64::INFINITY, 4)]);
+        assert!((answer.sum - 0.05).abs() < 1e-12);
+        assert_eq!(
+            parse(text, OFFER_METRIC).unwrap().count,
+            8,
+            "unlabeled sums both"
+        );
+        assert!(parse_labeled(text, OFFER_METRIC, "stage", "insert").is_none());
     }
 
     #[test]

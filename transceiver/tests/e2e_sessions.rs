@@ -102,6 +102,22 @@ fn fifty_sessions_connect_send_opus_spread_over_loops_and_are_freed_on_delete() 
         );
     }
     assert_eq!(metric_sum(&text, "voxgate_sessions_active", &[]), 50);
+    // Each offer's server-side stages were timed once, and the whole covers its parts.
+    for stage in ["accept", "insert", "answer"] {
+        let label = format!("stage=\"{stage}\"");
+        assert_eq!(
+            metric_sum(&text, "voxgate_offer_seconds_count", &[&label]),
+            50,
+            "{text}"
+        );
+    }
+    let sum = |stage: &str| {
+        text.lines()
+            .find(|l| l.starts_with("voxgate_offer_seconds_sum") && l.contains(stage))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no sum for {stage}: {text}"))
+    };
+    assert!(sum("answer") >= sum("accept") + sum("insert"));
 
     for i in 0..fleet.len() {
         fleet.delete(i).unwrap();

@@ -78,10 +78,13 @@ pub fn section(md: &mut String, setup: &[SetupPoint]) {
         md,
         "From the start of the signaling POST (after the client built its offer) to: the `201` answer, ICE connected, DTLS \
          connected (client side, testkit timings), and the first uplink PCM frame received by the backend (the backend's \
-         receive time, same process clock). Sessions arrive as a Poisson process; a listening PCM backend attaches each one.\n"
+         receive time, same process clock). Sessions arrive as a Poisson process; a listening PCM backend attaches each one. \
+         \"Server answer\" is the transceiver's own time from the validated offer to the answer \
+         (`voxgate_offer_seconds{{stage=\"answer\"}}`, bucket estimates): the rest of POST → answer is the client's and the \
+         network's.\n"
     );
-    let _ = writeln!(md, "| arrivals | sessions | answer p50 / p99 ms | ICE p50 / p99 ms | DTLS p50 / p99 ms | first PCM p50 / p99 ms | errors | cores during the ramp: transceiver / load generator |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "| arrivals | sessions | answer p50 / p99 ms | server answer p50 / p99 ms | ICE p50 / p99 ms | DTLS p50 / p99 ms | first PCM p50 / p99 ms | errors | cores during the ramp: transceiver / load generator |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
     for s in setup {
         let runs = &s.runs;
         let pair = |f: &dyn Fn(&LoadResult) -> (f64, f64)| {
@@ -93,10 +96,11 @@ pub fn section(md: &mut String, setup: &[SetupPoint]) {
         };
         let _ = writeln!(
             md,
-            "| {}/s | {} | {} | {} | {} | {} | {} | {} / {} |",
+            "| {}/s | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
             s.rate,
             s.sessions,
             pair(&|x| (x.setup.answer.p50, x.setup.answer.p99)),
+            server_answer(runs),
             pair(&|x| (x.setup.ice_connected.p50, x.setup.ice_connected.p99)),
             pair(&|x| (x.setup.dtls_connected.p50, x.setup.dtls_connected.p99)),
             pair(&|x| (x.setup.first_frame.p50, x.setup.first_frame.p99)),
@@ -109,6 +113,19 @@ pub fn section(md: &mut String, setup: &[SetupPoint]) {
         );
     }
     let _ = writeln!(md, "\n![setup latency CDF](setup_latency_cdf.svg)\n");
+}
+
+/// The server's answer time p50 / p99 (ms, medians over the runs that scraped it).
+fn server_answer(runs: &[LoadResult]) -> String {
+    let measured: Vec<&crate::prom_hist::HandoffLatency> = runs
+        .iter()
+        .filter_map(|r| r.server_offer_answer.as_ref())
+        .collect();
+    format!(
+        "{} / {}",
+        num(med(&measured, |h| h.p50_us / 1000.0), 2),
+        num(med(&measured, |h| h.p99_us / 1000.0), 2)
+    )
 }
 
 /// Why setup was slow at a rate, if it was: where the time went and what else ran on the

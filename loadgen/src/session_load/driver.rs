@@ -312,6 +312,14 @@ impl<'a> Driver<'a> {
         )
     }
 
+    /// The server's answer-time histogram over every offer so far (a fresh server per run).
+    fn scrape_offer_answer(&self) -> Option<prom_hist::HandoffLatency> {
+        let (http, url) = self.metrics.as_ref()?;
+        let text = prom_hist::scrape_text(http, url)?;
+        let h = prom_hist::parse_labeled(&text, prom_hist::OFFER_METRIC, "stage", "answer")?;
+        Some(prom_hist::HandoffLatency::of(&h))
+    }
+
     /// The server's CPU and RSS, our own CPU and the clients' counters, now.
     fn mark(&self, server_cpu: Option<Duration>, rss: u64, own_cpu: Duration) -> Mark {
         Mark {
@@ -357,6 +365,7 @@ impl<'a> Driver<'a> {
         if let (Some(a), Some(b)) = (self.wakeups_start, wakeups) {
             self.result.server_loop_wakeups_window = Some((b - a).max(0.0) as u64);
         }
+        self.result.server_offer_answer = self.scrape_offer_answer();
         if let Some(b) = &self.backend {
             b.set_recording(false);
         }

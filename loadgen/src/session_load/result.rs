@@ -119,4 +119,8 @@ pub struct LoadResult {
     /// Times the transceiver's media loops woke from `poll` in the window (its
     /// `voxgate_loop_wakeups_total`); `None` without a metrics URL.
     pub server_loop_wakeups_window: Option<u64>,
+    /// The transceiver's own time to answer each offer of the run, validated body → answer
+    /// (`voxgate_offer_seconds{stage="answer"}`; bucket estimates). Beside the client's
+    /// POST → answer it tells server time from client and network queueing.
+    pub server_offer_answer: Option<crate::prom_hist::HandoffLatency>,
 }

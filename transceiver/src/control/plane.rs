@@ -26,7 +26,7 @@ use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle, SessionE
 use crate::media::session::{
     Candidates, EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, OfferStage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -276,6 +276,7 @@ impl ControlPlane {
             self.check_rate(ip)?;
         }
         let (offer, summary) = validate_offer(body)?;
+        let started = Instant::now();
         if self.config.require_backend && !self.dispatch.has_room().await {
             return Err(ControlError::NoBackend);
         }
@@ -319,11 +320,14 @@ impl ControlPlane {
             metadata: metadata.clone(),
         };
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        let accepting = Instant::now();
         let accepted = tokio::task::spawn_blocking(move || {
             Session::accept(Instant::now(), serial, params, offer)
         })
         .await
         .map_err(|e| ControlError::Internal(e.to_string()));
+        self.metrics
+            .offer_stage(OfferStage::Accept, accepting.elapsed());
         // On every early return below, dropping `reservation` gives the slot back.
         let (session, answer) = match accepted {
             Ok(Ok(v)) => v,
@@ -331,6 +335,7 @@ impl ControlPlane {
             Err(e) => return Err(e),
         };
         let (tx, rx) = oneshot::channel();
+        let inserting = Instant::now();
         let cmd = Command::Insert {
             session: Box::new(session),
             reply: tx,
@@ -345,6 +350,8 @@ impl ControlPlane {
             self.registry.remove(id);
             return Err(ControlError::Internal("media loop stopped".into()));
         }
+        self.metrics
+            .offer_stage(OfferStage::Insert, inserting.elapsed());
         self.metrics.session_created();
         let (ingress_name, ingress_reason) = match &ingress {
             Some(c) => {
@@ -369,6 +376,8 @@ impl ControlPlane {
         self.dispatch
             .send(DispatchMsg::NewSession { id, info })
             .await;
+        self.metrics
+            .offer_stage(OfferStage::Answer, started.elapsed());
         Ok(Created {
             id,
             answer,
