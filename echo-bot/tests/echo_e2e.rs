@@ -248,22 +248,29 @@ fn caller(base_url: &str, tone_hz: f32, send_for: Duration) -> SessionConfig {
     }
 }
 
-#[test]
-fn tone_burst_comes_back_and_text_is_echoed() {
-    let t = start_transceiver("echo");
-    let mut bot = start_bot(&t, "e2e-echo", 100);
-    let mut fleet = Fleet::new().expect("fleet");
+/// Opens a caller sending `tone_hz` for 1 s and waits for its media and data channel.
+fn open_connected(fleet: &mut Fleet, base_url: &str, tone_hz: f32) -> usize {
     let i = fleet
-        .open(caller(&t.base_url, 700.0, Duration::from_secs(1)))
+        .open(caller(base_url, tone_hz, Duration::from_secs(1)))
         .expect("open session");
     let connected = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
         f.session(i).is_connected() && f.session(i).channel_open()
     });
     assert!(connected, "session did not connect");
-    fleet.send_channel_text(i, "hello bot").expect("send text");
+    i
+}
 
-    // 1 s of tone, the 400 ms silence window, then 1 s of reply.
-    let heard = fleet.run_until(Instant::now() + Duration::from_secs(6), |f| {
+/// Waits up to `within` for caller `i` to hear its 1 s tone of `tone_hz` back (`frames` loud
+/// frames of it) and the bot's echo of `text`.
+fn expect_echo(
+    fleet: &mut Fleet,
+    i: usize,
+    bot: &Proc,
+    (tone_hz, frames): (f32, std::ops::RangeInclusive<usize>),
+    text: &str,
+    within: Duration,
+) {
+    let heard = fleet.run_until(Instant::now() + within, |f| {
         loud_frames(f.session(i).received_pcm()) >= 50
             && !f.session(i).channel_messages().is_empty()
     });
@@ -272,19 +279,31 @@ fn tone_burst_comes_back_and_text_is_echoed() {
     let messages = fleet.session(i).channel_messages().to_vec();
     assert!(
         heard,
-        "no echo: {} loud frames, messages {messages:?}\nbot:\n{}",
+        "no whole echo: {} loud frames, messages {messages:?}\nbot:\n{}",
         loud_frames(&pcm),
         bot.output()
     );
     let loud = loud_frames(&pcm);
-    assert!((45..=56).contains(&loud), "reply of {loud} frames, not ~50");
-    let hz = signal::dominant_frequency(&pcm, signal::SAMPLE_RATE);
-    assert!((hz - 700.0).abs() < 5.0, "reply at {hz} Hz");
-    let echo: serde_json::Value = serde_json::from_str(&messages[0]).expect("JSON echo");
-    assert_eq!(
-        echo,
-        serde_json::json!({"type": "echo", "text": "hello bot"})
+    assert!(
+        frames.contains(&loud),
+        "reply of {loud} frames, not {frames:?}"
     );
+    let hz = signal::dominant_frequency(&pcm, signal::SAMPLE_RATE);
+    assert!((hz - tone_hz).abs() < 5.0, "reply at {hz} Hz");
+    let echo: serde_json::Value = serde_json::from_str(&messages[0]).expect("JSON echo");
+    assert_eq!(echo, serde_json::json!({"type": "echo", "text": text}));
+}
+
+#[test]
+fn tone_burst_comes_back_and_text_is_echoed() {
+    let t = start_transceiver("echo");
+    let mut bot = start_bot(&t, "e2e-echo", 100);
+    let mut fleet = Fleet::new().expect("fleet");
+    let i = open_connected(&mut fleet, &t.base_url, 700.0);
+    fleet.send_channel_text(i, "hello bot").expect("send text");
+    // 1 s of tone, the 400 ms silence window, then 1 s of reply.
+    let within = Duration::from_secs(6);
+    expect_echo(&mut fleet, i, &bot, (700.0, 45..=56), "hello bot", within);
 
     fleet.delete(i).expect("delete");
     assert!(
@@ -311,39 +330,13 @@ fn tone_burst_comes_back_and_text_is_echoed() {
 fn what_the_caller_says_before_any_bot_is_there_is_heard_whole() {
     let t = start_transceiver("early");
     let mut fleet = Fleet::new().expect("fleet");
-    let i = fleet
-        .open(caller(&t.base_url, 600.0, Duration::from_secs(1)))
-        .expect("open session");
-    let connected = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
-        f.session(i).is_connected() && f.session(i).channel_open()
-    });
-    assert!(connected, "session did not connect");
+    let i = open_connected(&mut fleet, &t.base_url, 600.0);
     fleet.send_channel_text(i, "said early").expect("send text");
     // Half the tone and the message reach the transceiver while no backend exists.
     fleet.run_for(Duration::from_millis(500));
     let bot = spawn_bot(&t, "e2e-early", 100);
-    let heard = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
-        loud_frames(f.session(i).received_pcm()) >= 50
-            && !f.session(i).channel_messages().is_empty()
-    });
-    fleet.run_for(Duration::from_millis(500));
-    let pcm = fleet.session(i).received_pcm().to_vec();
-    let messages = fleet.session(i).channel_messages().to_vec();
-    assert!(
-        heard,
-        "not heard whole: {} loud frames, messages {messages:?}\nbot:\n{}",
-        loud_frames(&pcm),
-        bot.output()
-    );
-    let loud = loud_frames(&pcm);
-    assert!((50..=52).contains(&loud), "reply of {loud} frames, not 50");
-    let hz = signal::dominant_frequency(&pcm, signal::SAMPLE_RATE);
-    assert!((hz - 600.0).abs() < 5.0, "reply at {hz} Hz");
-    let echo: serde_json::Value = serde_json::from_str(&messages[0]).expect("JSON echo");
-    assert_eq!(
-        echo,
-        serde_json::json!({"type": "echo", "text": "said early"})
-    );
+    let within = Duration::from_secs(10);
+    expect_echo(&mut fleet, i, &bot, (600.0, 50..=52), "said early", within);
     let metrics = http_get(&t.base_url, "/metrics");
     let held = metric_sum(&metrics, "voxgate_bridge_uplink_held_total");
     assert!(
