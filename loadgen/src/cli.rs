@@ -187,7 +187,12 @@ impl SessionsArgs {
             progress: !self.quiet,
             bind_ip: self.bind_ip,
             teardown: !self.no_teardown,
-            metrics_url: None,
+            // A transceiver serves /metrics beside signaling: the report's hand-off, wakeup
+            // and server answer-time figures come from it.
+            metrics_url: self
+                .janus
+                .is_none()
+                .then(|| format!("{}/metrics", self.url.trim_end_matches('/'))),
         }
     }
 }

@@ -41,6 +41,7 @@ pub fn run<R: Ledger>(s: &mut Runner<R>, points: fn(&mut R) -> &mut Vec<SetupPoi
                 let mut cfg = s.load_config(&t, n, rate);
                 cfg.hold = Duration::from_secs(2);
                 cfg.backend = Some(s.backend(&t, n, AudioMode::Pcm, Behaviour::Listen));
+                cfg.metrics_url = Some(format!("{}/metrics", t.signal));
                 session_load::run(&cfg)
             })();
             match r {
