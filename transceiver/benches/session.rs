@@ -23,6 +23,9 @@
 //! - `downlink/bridge_passthrough`, `downlink/bridge_pcm`: the bridge's tick alone (pop, or
 //!   encode) with no str0m.
 //!
+//! - `setup/accept`, `setup/handshake`: what a new session costs before media: the offer
+//!   accepted (the server's part of the answer), and a whole in-memory set-up, both sides.
+//!
 //! Why a fresh session per iteration (`iter_batched`, setup untimed): SRTP replay protection
 //! drops a packet a session has already seen, so a recorded second can be fed to a session only
 //! once; recording more seconds up front would only move the same handshake cost elsewhere.
@@ -37,12 +40,13 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use session_rig::{
-    opus_second, pcm_second, server_cert, Backend, Call, RecordedSecond, ENCODER,
+    client_offer, opus_second, pcm_second, server_cert, Backend, Call, RecordedSecond, ENCODER,
     PACKETS_PER_SECOND,
 };
 use str0m::config::DtlsCert;
 use voxgate_proto::bridge::AudioMode;
 use voxgate_transceiver::media::audio_bridge::{AudioBridge, FRAME};
+use voxgate_transceiver::media::session::SessionId;
 
 const MODES: [(&str, AudioMode); 2] = [
     ("passthrough", AudioMode::OpusPassthrough),
@@ -152,6 +156,31 @@ fn downlink(c: &mut Criterion) {
     g.finish();
 }
 
+/// What one new session costs before its media flows. `setup/accept`: the control plane's
+/// work on a POSTed offer (validate, then str0m builds the `Rtc` and accepts the offer), per
+/// offer. `setup/handshake`: a whole in-memory call set-up (offer, accept, ICE, DTLS, SCTP and
+/// the data channel), client and server together, per call.
+fn setup(c: &mut Criterion) {
+    let cert = server_cert();
+    let offer = client_offer();
+    let mut g = c.benchmark_group("setup");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("accept", |b| {
+        b.iter(|| {
+            black_box(session_rig::accept(
+                &cert,
+                SessionId::random(),
+                Instant::now(),
+                offer.as_bytes(),
+            ))
+        })
+    });
+    g.bench_function("handshake", |b| {
+        b.iter(|| black_box(Call::connect(&cert, Some(AudioMode::OpusPassthrough))))
+    });
+    g.finish();
+}
+
 /// A connected call and the second of uplink its client recorded.
 fn recorded_call(cert: &DtlsCert, mode: Option<AudioMode>) -> (Call, RecordedSecond) {
     let mut call = Call::connect(cert, mode);
@@ -182,6 +211,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = uplink, downlink
+    targets = uplink, downlink, setup
 }
 criterion_main!(benches);

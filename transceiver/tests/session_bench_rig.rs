@@ -6,9 +6,26 @@
 #[path = "../benches/support/session_rig.rs"]
 mod session_rig;
 
-use session_rig::{opus_second, pcm_second, server_cert, Call, PACKETS_PER_SECOND};
+use session_rig::{
+    client_offer, opus_second, pcm_second, server_cert, Call, PACKETS_PER_SECOND, SERVER,
+};
 use voxgate_proto::bridge::AudioMode;
-use voxgate_transceiver::media::session::SessionState;
+use voxgate_transceiver::media::session::{SessionId, SessionState};
+
+#[test]
+fn the_setup_bench_accepts_a_real_offer_into_a_new_session() {
+    let cert = server_cert();
+    let offer = client_offer();
+    let (session, answer) = session_rig::accept(
+        &cert,
+        SessionId::random(),
+        std::time::Instant::now(),
+        offer.as_bytes(),
+    );
+    assert_eq!(session.state(), SessionState::Connecting);
+    assert!(answer.contains("a=ice-lite"), "{answer}");
+    assert!(answer.contains(&SERVER.port().to_string()), "{answer}");
+}
 
 #[test]
 fn a_recorded_second_of_uplink_reaches_the_backend_as_fifty_frames() {

@@ -182,6 +182,35 @@ pub struct Call {
     path: ClientPath,
 }
 
+/// What the control plane does with a POSTed offer, without the I/O: validate it, then let
+/// str0m accept it into a new `Session` (the `accept` stage of `voxgate_offer_seconds`).
+pub fn accept(cert: &DtlsCert, id: SessionId, now: Instant, offer_sdp: &[u8]) -> (Session, String) {
+    let (offer, summary) = validate_offer(offer_sdp).expect("valid offer");
+    let params = SessionParams {
+        id,
+        ufrag: "benchUfrag".into(),
+        pass: "benchPasswordBenchPassword".into(),
+        cert: cert.clone(),
+        candidates: Candidates {
+            udp: vec![SERVER],
+            tcp: Vec::new(),
+        },
+        connect_timeout: HANDSHAKE_LIMIT,
+        max_duration: None,
+        audio_mid: summary.audio_mid,
+        encoder: ENCODER,
+        metadata: Default::default(),
+    };
+    Session::accept(now, 1, params, offer).expect("accepted")
+}
+
+/// A testkit client's offer, as a browser would POST it.
+pub fn client_offer() -> String {
+    let (_, offer) = ClientSession::new(&SessionConfig::default(), CLIENT, Instant::now())
+        .expect("client offer");
+    offer.to_string()
+}
+
 impl Call {
     /// A client offers, the session accepts (as `ControlPlane` does), an owner in `mode`
     /// attaches (or none), and ICE, DTLS and the data channel come up over in-memory
@@ -201,26 +230,10 @@ impl Call {
             ..SessionConfig::default()
         };
         let (mut client, offer_sdp) = ClientSession::new(&cfg, CLIENT, now).expect("client offer");
-        let (offer, summary) = validate_offer(offer_sdp.as_bytes()).expect("valid offer");
         let offer_text = offer_sdp.to_string();
-        let params = SessionParams {
-            id,
-            ufrag: "benchUfrag".into(),
-            pass: "benchPasswordBenchPassword".into(),
-            cert: cert.clone(),
-            candidates: Candidates {
-                udp: vec![SERVER],
-                tcp: Vec::new(),
-            },
-            connect_timeout: HANDSHAKE_LIMIT,
-            max_duration: None,
-            audio_mid: summary.audio_mid,
-            encoder: ENCODER,
-            metadata: Default::default(),
-        };
-        let (mut session, answer) = Session::accept(now, 1, params, offer).expect("accepted");
+        let (mut session, answer) = accept(cert, id, now, offer_text.as_bytes());
         client.accept_answer(now, &answer).expect("answer");
-        let answer_text = answer.to_string();
+        let answer_text = answer.clone();
         let backend = mode.map(|mode| {
             let (endpoints, backend) = Backend::endpoints(mode);
             session
