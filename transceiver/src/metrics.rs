@@ -372,6 +372,7 @@ pub struct Metrics {
     loop_scheduling: Family<LoopClassLabel, Gauge>,
     sessions_refused: Family<ReasonLabel, Counter>,
     wakeups: Family<LoopLabel, Counter>,
+    rests: Family<LoopLabel, Counter>,
     sessions_ended: Family<ReasonLabel, Counter>,
     signaling_responses: Family<StatusLabel, Counter>,
     sessions_created: Counter,
@@ -429,6 +430,7 @@ impl Metrics {
             loop_scheduling: Family::default(),
             sessions_refused: Family::default(),
             wakeups: Family::default(),
+            rests: Family::default(),
             sessions_ended: Family::default(),
             signaling_responses: Family::default(),
             sessions_created: Counter::default(),
@@ -529,6 +531,11 @@ impl Metrics {
             "loop_wakeups",
             "Times a media loop woke from poll",
             self.wakeups.clone(),
+        );
+        registry.register(
+            "loop_rests",
+            "1 ms rests a saturated loop took after 10 ms without waiting, so other work on its core never starves (the kernel would take 50 ms at once)",
+            self.rests.clone(),
         );
         registry.register(
             "sessions_ended",
@@ -792,6 +799,7 @@ impl Metrics {
             bytes_out: self.bytes_out.get_or_create(&l).clone(),
             send_errors: self.send_errors.get_or_create(&l).clone(),
             wakeups: self.wakeups.get_or_create(&l).clone(),
+            rests: self.rests.get_or_create(&l).clone(),
             sessions_active: self.sessions_active.get_or_create(&l).clone(),
             busy: self.loop_busy.get_or_create(&l).clone(),
             scheduling: LoopPriority::value_variants()
@@ -885,6 +893,8 @@ pub struct LoopCounters {
     pub bytes_out: u64,
     pub send_errors: u64,
     pub wakeups: u64,
+    /// Rests of a saturated loop (see `media::core_share`).
+    pub rests: u64,
     pub drops: [u64; DropReason::ALL.len()],
     /// Transmits with no authenticated path to their destination (not sent).
     pub unrouted: u64,
@@ -920,6 +930,7 @@ pub struct LoopMetrics {
     bytes_out: Counter,
     send_errors: Counter,
     wakeups: Counter,
+    rests: Counter,
     sessions_active: Gauge,
     busy: Gauge<f64, AtomicU64>,
     scheduling: Vec<(LoopPriority, Gauge)>,
@@ -966,6 +977,7 @@ impl LoopMetrics {
         flush(&self.bytes_out, &mut pending.bytes_out);
         flush(&self.send_errors, &mut pending.send_errors);
         flush(&self.wakeups, &mut pending.wakeups);
+        flush(&self.rests, &mut pending.rests);
         for (c, v) in self.drops.iter().zip(pending.drops.iter_mut()) {
             flush(c, v);
         }

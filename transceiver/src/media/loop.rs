@@ -42,6 +42,7 @@ use voxgate_udp_batch::{RecvBatch, SendBatch};
 
 use crate::media::audio_bridge::{BridgeError, OwnerEndpoints};
 use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
+use crate::media::core_share::CoreShare;
 use crate::media::demux::{Claim, Demux, SessionKey};
 use crate::media::receive_budget::{Next, ReceiveBudget};
 use crate::media::session::{
@@ -249,6 +250,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 recv_batch: Some(RecvBatch::new(BATCH, RECV_BUF)),
                 send_batch: SendBatch::new(BATCH, RECV_BUF + MAX_HEADER_LEN, local_addr.is_ipv6()),
                 busy: BusyMeter::new(Instant::now(), loop_busy),
+                core_share: CoreShare::new(Instant::now()),
                 budget: ReceiveBudget::new(RECV_BATCHES_PER_WAKEUP),
                 relays,
                 max_taps,
@@ -362,6 +364,8 @@ struct MediaLoop {
     send_batch: SendBatch,
     /// Work vs. wait time, read by admission control.
     busy: BusyMeter,
+    /// When a saturated loop leaves its core for a moment (see `core_share`).
+    core_share: CoreShare,
     /// Batches a read pass may take; remembers a socket left unread.
     budget: ReceiveBudget,
     relays: Vec<ipnet::IpNet>,
@@ -395,6 +399,7 @@ impl MediaLoop {
                         .min(busy_meter::WINDOW)
                 })
             };
+            let polled = Instant::now();
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -430,6 +435,15 @@ impl MediaLoop {
                 .publish(&mut self.counters, self.sessions.len());
             if shutdown_by.is_some_and(|t| self.sessions.is_empty() || Instant::now() >= t) {
                 break;
+            }
+            let passed = Instant::now();
+            if let Some(rest) = self.core_share.after_pass(polled, woke, passed) {
+                self.counters.rests += 1;
+                std::thread::sleep(rest);
+                // A rest is the loop being saturated, not idle: admission must see it busy.
+                if let Some(ratio) = self.busy.worked(passed, Instant::now()) {
+                    self.metrics.set_busy(ratio);
+                }
             }
         }
         self.metrics

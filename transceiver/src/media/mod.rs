@@ -2,8 +2,9 @@
 //!
 //! Owns: the loop (`loop.rs`: socket, poll, sessions), each WebRTC session ([`session`]: str0m
 //! `Rtc` plus its [`audio_bridge`]), the demux maps ([`demux`]), the loop's own ICE-TCP listener
-//! ([`tcp_server`], framing from `voxgate_proto::rfc4571`), the timer heap ([`timers`]) and
-//! the loop's busy meter ([`busy_meter`]).
+//! ([`tcp_server`], framing from `voxgate_proto::rfc4571`), the timer heap ([`timers`]),
+//! the loop's busy meter ([`busy_meter`]) and its share of a core under saturation
+//! ([`core_share`]).
 //!
 //! May call: `voxgate_proto` (relay header, STUN USERNAME reader, RFC 4571 framing, bridge
 //! messages), str0m, opus,
@@ -19,6 +20,7 @@
 
 pub mod audio_bridge;
 pub mod busy_meter;
+pub mod core_share;
 pub mod demux;
 pub mod r#loop;
 pub mod receive_budget;
