@@ -316,7 +316,7 @@ struct StageLabel {
 /// slow setup can be told apart from a slow client or network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OfferStage {
-    /// The `Rtc` built and the offer accepted, including the hop to the blocking pool.
+    /// The `Rtc` built and the offer accepted.
     Accept,
     /// The session handed to its media loop until the loop has inserted it.
     Insert,
