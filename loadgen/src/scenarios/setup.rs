@@ -145,8 +145,8 @@ pub fn why(md: &mut String, setup: &[SetupPoint], split: Option<&CpuSplit>, core
         let _ = writeln!(
             md,
             "- **Setup at {}/s**: POST → 201 alone takes p50 {} ms (p50 {} ms at {}/s); ICE adds {} ms and DTLS {} ms more. \
-             The answer is produced by the transceiver's control plane (str0m accepts the offer on tokio's blocking pool, \
-             then the session is handed to its loop), so it queues behind whatever else runs: during this ramp the \
+             The answer is produced by the transceiver's control plane (str0m accepts the offer on a tokio worker, \
+             then the session is handed to its loop; the table's server answer column is that part), so it queues behind whatever else runs: during this ramp the \
              transceiver used {} cores and the load generator (clients building offers, DTLS handshakes, the media of the \
              sessions already up) {} cores{}. ICE and DTLS complete on the single media loop, which at \
              the same time carries the uplink decode of every connected session.{}",
