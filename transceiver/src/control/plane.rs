@@ -321,7 +321,7 @@ impl ControlPlane {
         };
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         // Inline on this worker: an accept costs about 70 us of CPU (`setup/accept` bench, with
-        // the shared DTLS configuration of `dtls_provider`). A hop to the blocking pool and back
+        // the shared DTLS configuration of `voxgate_dtls`). A hop to the blocking pool and back
         // cost more than that at the tail: two wakeups of threads that wait for a core the
         // media loops also want.
         let accepting = Instant::now();

@@ -22,7 +22,6 @@ pub mod audio_bridge;
 pub mod busy_meter;
 pub mod core_share;
 pub mod demux;
-pub mod dtls_provider;
 pub mod r#loop;
 pub mod receive_budget;
 pub mod session;

@@ -1,5 +1,6 @@
 //! str0m's aws-lc-rs crypto, with one change: the DTLS configuration is built once per
-//! process instead of once per session.
+//! process instead of once per session. The transceiver's sessions and the testkit's clients
+//! both use it (`RtcConfig::set_crypto_provider(voxgate_dtls::crypto_provider())`).
 //!
 //! str0m's provider (`str0m-aws-lc-rs`) builds a fresh `dimpl::Config` for every `Rtc`, and
 //! dimpl's `ConfigBuilder::build` always validates its crypto provider: full key exchanges on
