@@ -35,9 +35,12 @@ const SILENCE: f64 = 1e-4;
 /// epsilon that keeps spectral valleys and empty bins from dominating the distance.
 const FLOOR: f64 = 1e-6;
 
-/// Settings of the quality matrix: today's default first, then the cheaper ones.
-pub const MATRIX: [(Application, i32); 5] = [
+/// Settings of the quality matrix: today's default first, then the cheaper ones (voip's
+/// complexities between 5 and 0 too: a cheaper default would be one of them).
+pub const MATRIX: [(Application, i32); 7] = [
     (Application::Voip, 5),
+    (Application::Voip, 3),
+    (Application::Voip, 1),
     (Application::Voip, 0),
     (Application::Audio, 5),
     (Application::Lowdelay, 5),
