@@ -161,23 +161,17 @@ pub fn run<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>) {
             );
             continue;
         };
-        let mut point = CostPoint {
-            mode: mode_name.clone(),
-            sessions: n,
-            runs: Vec::new(),
-        };
-        for rep in 0..s.plan.reps {
-            s.say(&format!(
-                "transceiver cost: {mode_name}, {n} sessions, duty cycle 1 s / 2 s (rep {})",
-                rep + 1
-            ));
+        let what = format!("transceiver cost: {mode_name}, {n} sessions, duty cycle 1 s / 2 s");
+        let runs = s.repeat(&what, &format!("cost {mode_name} {n}"), |s, rep| {
             // Of the first repetition.
             let perf = profiled && rep == 0 && s.plan.perf_secs > 0.0 && !s.skip("perf");
-            match cost_run(s, slots, &format!("cost-{mode_name}-{n}"), n, mode, perf) {
-                Ok(r) => point.runs.push(r),
-                Err(e) => s.record_error(&format!("cost {mode_name} {n}"), e),
-            }
-        }
+            cost_run(s, slots, &format!("cost-{mode_name}-{n}"), n, mode, perf)
+        });
+        let point = CostPoint {
+            mode: mode_name.clone(),
+            sessions: n,
+            runs,
+        };
         slots(&mut s.results).0.push(point);
         s.save();
     }

@@ -16,24 +16,16 @@ pub fn run<R: Ledger>(s: &mut Runner<R>, runs: fn(&mut R) -> &mut Vec<LoadResult
     if n == 0 {
         return;
     }
-    for rep in 0..s.plan.reps {
-        s.say(&format!(
-            "memory: {n} connected idle sessions (rep {})",
-            rep + 1
-        ));
-        let r = (|| {
-            let t = s.start_transceiver("memory", &TransceiverOpts::default())?;
-            std::thread::sleep(Duration::from_millis(300));
-            let mut cfg = s.load_config(&t, n, s.plan.cost_rate);
-            cfg.audio = false;
-            cfg.hold = Duration::from_secs(3);
-            session_load::run(&cfg)
-        })();
-        match r {
-            Ok(r) => runs(&mut s.results).push(r),
-            Err(e) => s.record_error("memory", e),
-        }
-    }
+    let what = format!("memory: {n} connected idle sessions");
+    let done = s.repeat(&what, "memory", |s, _| {
+        let t = s.start_transceiver("memory", &TransceiverOpts::default())?;
+        std::thread::sleep(Duration::from_millis(300));
+        let mut cfg = s.load_config(&t, n, s.plan.cost_rate);
+        cfg.audio = false;
+        cfg.hold = Duration::from_secs(3);
+        session_load::run(&cfg)
+    });
+    runs(&mut s.results).extend(done);
 }
 
 /// The Targets row: RSS per connected idle session.

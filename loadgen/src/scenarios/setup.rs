@@ -25,30 +25,20 @@ pub struct SetupPoint {
 /// One point per planned (rate, sessions), a fresh transceiver per repetition.
 pub fn run<R: Ledger>(s: &mut Runner<R>, points: fn(&mut R) -> &mut Vec<SetupPoint>) {
     for &(rate, n) in &s.plan.setup_rates.clone() {
-        let mut point = SetupPoint {
+        let what = format!("setup latency: {n} sessions at {rate}/s");
+        let runs = s.repeat(&what, &format!("setup {rate}/s"), |s, _| {
+            let t = s.start_transceiver(&format!("setup-{rate}"), &TransceiverOpts::default())?;
+            let mut cfg = s.load_config(&t, n, rate);
+            cfg.hold = Duration::from_secs(2);
+            cfg.backend = Some(s.backend(&t, n, AudioMode::Pcm, Behaviour::Listen));
+            cfg.metrics_url = Some(format!("{}/metrics", t.signal));
+            session_load::run(&cfg)
+        });
+        let point = SetupPoint {
             rate,
             sessions: n,
-            runs: Vec::new(),
+            runs,
         };
-        for rep in 0..s.plan.reps {
-            s.say(&format!(
-                "setup latency: {n} sessions at {rate}/s (rep {})",
-                rep + 1
-            ));
-            let r = (|| {
-                let t =
-                    s.start_transceiver(&format!("setup-{rate}"), &TransceiverOpts::default())?;
-                let mut cfg = s.load_config(&t, n, rate);
-                cfg.hold = Duration::from_secs(2);
-                cfg.backend = Some(s.backend(&t, n, AudioMode::Pcm, Behaviour::Listen));
-                cfg.metrics_url = Some(format!("{}/metrics", t.signal));
-                session_load::run(&cfg)
-            })();
-            match r {
-                Ok(r) => point.runs.push(r),
-                Err(e) => s.record_error(&format!("setup {rate}/s"), e),
-            }
-        }
         points(&mut s.results).push(point);
     }
 }

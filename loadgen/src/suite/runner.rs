@@ -91,6 +91,25 @@ impl<'a, R: Ledger> Runner<'a, R> {
         let _ = writeln!(e, "bench: {msg}");
     }
 
+    /// Runs `one` for each of the plan's repetitions: says `what` with the repetition's number,
+    /// keeps the results, records each failure under `scenario`.
+    pub fn repeat<T>(
+        &mut self,
+        what: &str,
+        scenario: &str,
+        mut one: impl FnMut(&mut Self, usize) -> anyhow::Result<T>,
+    ) -> Vec<T> {
+        let mut runs = Vec::new();
+        for rep in 0..self.plan.reps {
+            self.say(&format!("{what} (rep {})", rep + 1));
+            match one(self, rep) {
+                Ok(r) => runs.push(r),
+                Err(e) => self.record_error(scenario, e),
+            }
+        }
+        runs
+    }
+
     pub fn record_error(&mut self, scenario: &str, e: anyhow::Error) {
         let msg = format!("{scenario}: {e:#}");
         self.say(&format!("FAILED {msg}"));
