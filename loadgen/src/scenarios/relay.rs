@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::relay_load::{FlowResult, FlowTarget};
+use crate::relay_load::{self, FlowResult, FlowTarget, FlowsArgs};
 use crate::report::cells::{at_least, at_most, med, num, thousands};
 use crate::stats::median;
 use crate::suite::args::Profile;
@@ -31,7 +31,26 @@ pub struct RelaySection {
     pub relay_lat: Vec<FlowResult>,
     pub coturn_lat: Vec<FlowResult>,
     pub coturn_skipped: Option<String>,
+    /// The bare forwarder paced like the passthrough cost runs: one flow per session at a
+    /// session's audio packet rate, for the sessions target 1 names (context for its ratio,
+    /// which is against the forwarder flat out).
+    pub forwarder_paced: Vec<PacedForwarder>,
 }
+
+/// The forwarder at `sessions` flows of [`SESSION_PPS`] each.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PacedForwarder {
+    pub sessions: usize,
+    pub runs: Vec<FlowResult>,
+}
+
+/// Audio packets per second of one passthrough cost session, as the report counts them: 50
+/// uplink, and 25 downlink (its backend plays 1 s of every 2 s).
+pub const SESSION_PPS: f64 = 75.0;
+
+/// The sessions target 1 is measured at (the smoke profile's own cost sessions instead).
+const TARGET_SESSIONS: [usize; 2] = [100, 1_000];
 
 /// Flat-out throughput of each middle process, then one-way latency at half the relay's
 /// maximum, the same rate for every path.
@@ -66,6 +85,44 @@ pub fn run<R: Ledger>(s: &mut Runner<R>, section: fn(&mut R) -> &mut RelaySectio
             rep + 1
         ));
         repetition(s, section, LATENCY, rate, &key, &loadgen);
+    }
+    forwarder_paced(s, section, &loadgen);
+}
+
+/// The forwarder at the packet rate of the passthrough cost runs target 1 compares it with.
+fn forwarder_paced<R: Ledger>(
+    s: &mut Runner<R>,
+    section: fn(&mut R) -> &mut RelaySection,
+    loadgen: &Path,
+) {
+    let sessions: Vec<usize> = if s.args.profile == Profile::Smoke {
+        s.plan.cost_sessions.clone()
+    } else {
+        TARGET_SESSIONS.to_vec()
+    };
+    for n in sessions {
+        let rate = n as f64 * SESSION_PPS;
+        let what = format!("relay: bare forwarder paced like {n} sessions ({rate:.0} pps)");
+        let runs = s.repeat(&what, "forwarder paced", |s, _| {
+            let (fwd, listen, sink) = s.start_forwarder(loadgen)?;
+            relay_load::run(&FlowsArgs {
+                target: FlowTarget::Forwarder,
+                to: Some(listen),
+                sink,
+                fleet_key: None,
+                fleet_key_id: 1,
+                flows: n,
+                rate,
+                secs: s.plan.relay_secs,
+                size: FLOW_SIZE,
+                server_pid: Some(fwd.pid()),
+                cpu: Some(1),
+                out: None,
+            })
+        });
+        section(&mut s.results)
+            .forwarder_paced
+            .push(PacedForwarder { sessions: n, runs });
     }
 }
 
