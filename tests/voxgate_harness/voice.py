@@ -42,15 +42,19 @@ SILENCE_LEVEL = 300
 
 def speech(texts: list[str]) -> list[bytes]:
     """Piper speech (PCM16 mono 48 kHz), silence trimmed at both ends so that a say() future's
-    time is the speech's real end."""
+    time is the speech's real end. Deterministic: Piper samples its voice with random noise by
+    default, so each run spoke a slightly different sentence, and once in a while one that
+    Whisper tiny heard differently ("Look a table for two" in two tests of one run)."""
     sys.path.insert(0, str(AGENT_DIR))
+    from piper import SynthesisConfig
     from voice_agent.tts import Synthesizer, resample
 
     voice = Synthesizer().voice
+    same_every_time = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     out = []
     for text in texts:
         pcm = np.concatenate([np.frombuffer(c.audio_int16_bytes, dtype=np.int16)
-                              for c in voice.synthesize(text)])
+                              for c in voice.synthesize(text, syn_config=same_every_time)])
         pcm = resample(pcm, voice.config.sample_rate, CALLER_RATE)
         loud = np.flatnonzero(np.abs(pcm) > SILENCE_LEVEL)
         out.append(pcm[max(0, loud[0] - 480):loud[-1] + 1].tobytes())
