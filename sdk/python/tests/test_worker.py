@@ -8,6 +8,7 @@ import contextlib
 import json
 import time
 
+import grpc
 import pytest
 from voxgate_harness.audio import dominant_hz, rms, tone
 from voxgate_harness.transceiver import Transceiver, free_tcp_port
@@ -312,3 +313,65 @@ async def test_dispatch_says_which_ingress_the_caller_was_steered_to_and_why(tmp
         if pc is not None:
             await pc.close()
         t.stop()
+
+
+async def test_writes_from_many_tasks_at_once_all_arrive_and_the_call_survives(answered):
+    # An agent writes from several tasks at once: its TTS task plays audio while another sends
+    # events. gRPC's asyncio API allows one write in flight per stream; a second concurrent
+    # write used to fail inside gRPC ("Internal error from Core") and end the call.
+    async with answered() as (caller, call):
+        chunk = tone(440, 0.1, RATE)
+
+        async def player() -> None:
+            for _ in range(50):
+                await call.play(chunk)
+
+        async def sender(n: int) -> None:
+            for i in range(20):
+                await call.send(json.dumps({"sender": n, "i": i}))
+
+        await asyncio.wait_for(asyncio.gather(player(), sender(0), sender(1), sender(2)), TIMEOUT)
+        await poll(lambda: len(caller.messages) >= 60, what="60 messages")
+        assert call.error is None and not call.ended.is_set()
+        got = [json.loads(m) for m in caller.messages]
+        for n in range(3):
+            assert [m["i"] for m in got if m.get("sender") == n] == list(range(20))
+        await poll(lambda: caller.heard_seconds() >= 1.0, what="the played audio")
+
+
+async def test_worker_stream_survives_load_reports_from_many_tasks_at_once(transceiver, token):
+    # Load reports leave from dispatch, from every call's end and from declines, each in its own
+    # task; like a call's writes they must not overlap on the Work stream.
+    async with voxgate.Worker(transceiver.grpc_target, token=token, capacity=4) as worker:
+        await worker.wait_registered(TIMEOUT)
+        link = worker._links[0]
+        stream = link.stream
+        await asyncio.wait_for(
+            asyncio.gather(*(worker._report_load() for _ in range(200))), TIMEOUT)
+        await asyncio.sleep(0.2)
+        assert link.stream is stream and not stream.done() and link.registered.is_set()
+
+
+async def test_a_write_that_fails_on_this_side_hands_the_call_back_to_be_dispatched_again(
+        transceiver, caller_factory, token):
+    # gRPC can fail a write locally and leave the HTTP/2 stream open. The call ends with the
+    # error here, and must also end on the wire: otherwise the transceiver keeps a dead owner,
+    # and the caller hears nothing until they hang up.
+    async with voxgate.Worker(transceiver.grpc_target, token=token, sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        caller = await caller_factory()
+        call = await (await next_call(worker)).accept()
+        await call.wait_connected(TIMEOUT)
+
+        async def fails(msg) -> None:
+            raise grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(),
+                                       grpc.aio.Metadata(), "Internal error from Core")
+
+        call._writer.write = fails
+        with pytest.raises(voxgate.TransceiverGoneError, match="Internal error from Core"):
+            await call.send("lost")
+        assert call.ended.is_set() and call.end_reason == "error"
+        again = await next_call(worker)
+        assert again.session_id == caller.session_id and again.attempt == 2
+        async with again:
+            await again.wait_connected(TIMEOUT)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from voxgate._proto import voxgate_pb2 as pb
+from voxgate._serial_writer import SerialWriter
 from voxgate.errors import CallEndedError, TransceiverGoneError, VoxgateError, from_rpc_error
 from voxgate.types import AudioFrame, Cleared, Message, OpusFrame, Progress
 
@@ -117,6 +118,7 @@ class Call:
         self._reject = reject
         self._on_done = on_done
         self._stream: grpc.aio.StreamStreamCall | None = None
+        self._writer: SerialWriter | None = None
         self._reader: asyncio.Task | None = None
         self._attached = asyncio.Event()
         self._audio = _DropOldestQueue(AUDIO_QUEUE_FRAMES)
@@ -142,8 +144,9 @@ class Call:
             raise VoxgateError(f"call {self.session_id} is {self._state}, cannot accept")
         self._state = "attached"
         self._stream = self._stub.Session(metadata=self._auth)
+        self._writer = SerialWriter(self._stream)
         try:
-            await self._stream.write(pb.Downlink(attach=pb.Attach(
+            await self._writer.write(pb.Downlink(attach=pb.Attach(
                 session_id=self.session_id, worker_id=self._worker_id,
                 sample_rate_hz=self.sample_rate, mode=self._mode,
                 progress_interval_ms=self._progress_interval_ms)))
@@ -322,15 +325,19 @@ class Call:
         return CallEndedError(f"session {self.session_id} has ended ({self.end_reason})")
 
     async def _write(self, msg: pb.Downlink) -> None:
-        if self._stream is None or self._state != "attached":
+        if self._writer is None or self._state != "attached":
             if self._state == "pending":
                 raise VoxgateError(f"call {self.session_id} is not accepted yet")
             raise self._ended_error()
         try:
-            await self._stream.write(msg)
+            await self._writer.write(msg)
         except (grpc.RpcError, asyncio.InvalidStateError) as e:
             if isinstance(e, grpc.RpcError):
                 self._finish(None, from_rpc_error(e, f"session {self.session_id}"))
+                # A write can fail on this side only (gRPC Core sets the status locally), with
+                # the HTTP/2 stream still open: cancel it, so that the transceiver sees its owner
+                # go and dispatches the call again instead of waiting on a dead stream.
+                self._stream.cancel()
             raise self._ended_error() from None
 
     async def play(self, pcm: bytes, item_id: str = "") -> None:

@@ -25,6 +25,7 @@ import grpc
 
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate._proto import voxgate_pb2_grpc as pb_grpc
+from voxgate._serial_writer import SerialWriter
 from voxgate.call import Call
 from voxgate.errors import AuthError, VoxgateError, from_rpc_error
 
@@ -51,6 +52,8 @@ class _Link:
         self.channel = channel
         self.stub = pb_grpc.BridgeStub(channel)
         self.stream: grpc.aio.StreamStreamCall | None = None
+        # Every write to `stream` goes through `writer` (see _serial_writer.py).
+        self.writer: SerialWriter | None = None
         self.registered = asyncio.Event()
         self.task: asyncio.Task | None = None
 
@@ -174,11 +177,12 @@ class Worker:
         while not self._closed:
             started = time.monotonic()
             link.stream = link.stub.Work(metadata=self._auth)
+            link.writer = SerialWriter(link.stream)
             try:
-                await link.stream.write(pb.WorkerMessage(register=pb.Register(
+                await link.writer.write(pb.WorkerMessage(register=pb.Register(
                     worker_id=self.worker_id, capacity=self.capacity)))
                 if self._active:
-                    await link.stream.write(pb.WorkerMessage(load=pb.Load(active=self.active)))
+                    await link.writer.write(pb.WorkerMessage(load=pb.Load(active=self.active)))
                 # The transceiver answers with headers once the registration is in.
                 await link.stream.initial_metadata()
                 if not link.stream.done():
@@ -243,10 +247,10 @@ class Worker:
             await self._send(link, msg)
 
     async def _send(self, link: _Link, msg: pb.WorkerMessage) -> None:
-        stream = link.stream
-        if stream is None or stream.done():
+        writer = link.writer
+        if writer is None or writer.stream.done():
             return  # the reconnect re-registers and reports the load
         try:
-            await stream.write(msg)
+            await writer.write(msg)
         except (grpc.RpcError, asyncio.InvalidStateError) as e:
             log.debug("worker stream to %s: write failed: %s", link.target, e)
