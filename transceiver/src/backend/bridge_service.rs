@@ -27,14 +27,15 @@ use crate::auth;
 use crate::backend::dispatch::DispatchError;
 use crate::backend::dispatch_handle::DispatchMsg;
 use crate::control::plane::ControlPlane;
-use crate::media::audio_bridge::{valid_sample_rate, OwnerEndpoints};
+use crate::media::audio_bridge::{valid_sample_rate, OwnerEndpoints, UPLINK_CONTROL_RESERVE};
 use crate::media::r#loop::AttachError;
 use crate::media::session::SessionId;
 
-/// Uplink messages buffered per subscriber (≈ 2 s of frames) before frames are dropped: a
-/// backend further behind than that is stuck, and old audio is worthless to it. Public so the
-/// `session` benchmark gives its `Session` the queues a real backend gets.
-pub const UPLINK_QUEUE: usize = 100;
+/// Uplink messages buffered per subscriber: ≈ 2 s of frames (100) before frames are dropped, a
+/// backend further behind than that is stuck and old audio is worthless to it, plus the slots
+/// that only messages which must not be lost may use (see [`UPLINK_CONTROL_RESERVE`]). Public so
+/// the `session` benchmark gives its `Session` the queues a real backend gets.
+pub const UPLINK_QUEUE: usize = 100 + UPLINK_CONTROL_RESERVE;
 /// Downlink messages buffered per session before the backend's stream is back-pressured.
 /// Public for the `session` benchmark, like [`UPLINK_QUEUE`].
 pub const DOWNLINK_QUEUE: usize = 64;

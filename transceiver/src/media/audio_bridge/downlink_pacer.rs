@@ -225,7 +225,7 @@ impl AudioBridge {
         }
     }
 
-    fn send_progress(&mut self) {
+    pub(super) fn send_progress(&mut self) {
         self.since_progress = 0;
         let queued = self.down_pcm.len() as u64 + self.down_opus.len() as u64 * 960;
         let (item_id, item_played) = self.current_item.clone().unwrap_or_default();

@@ -27,8 +27,11 @@ pub const HELD_DATA_MESSAGES: usize = 32;
 pub const HELD_DATA_BYTES: usize = 64 * 1024;
 
 // The replay goes into a new owner's empty uplink queue with `try_send`, behind at most three
-// events (ATTACHED, CONNECTED, DATA_CHANNEL_OPEN): it must fit whole.
-const _: () = assert!(HELD_AUDIO_PACKETS + HELD_DATA_MESSAGES + 3 <= UPLINK_QUEUE);
+// events (ATTACHED, CONNECTED, DATA_CHANNEL_OPEN): it must fit whole, with audio kept out of the
+// control reserve even when every held message comes before it.
+const _: () = assert!(
+    3 + HELD_DATA_MESSAGES + HELD_AUDIO_PACKETS + super::UPLINK_CONTROL_RESERVE <= UPLINK_QUEUE
+);
 
 /// One Opus packet as it came from the caller.
 #[derive(Debug, Clone)]

@@ -37,6 +37,13 @@ pub const FRAME: Duration = Duration::from_millis(20);
 pub const RTP_TICKS_PER_FRAME: u32 = 960;
 /// Largest Opus packet sent or taken from a backend (RFC 6716 allows 1275 bytes per frame).
 const MAX_OPUS_PACKET: usize = 1500;
+/// Slots of every uplink queue (an owner's or a tap's) that audio and progress reports may not
+/// take. A backend that lags behind fills its queue with audio, and then the next frame is
+/// dropped (old audio is worthless, and the next progress report supersedes the last). Events,
+/// the caller's data messages and the answer to a clear must not be lost that way: they go
+/// into these slots. Only a backend that falls this many of them behind loses one (counted in
+/// `uplink_dropped`, like a frame).
+pub const UPLINK_CONTROL_RESERVE: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
@@ -311,15 +318,16 @@ impl AudioBridge {
         Ok(())
     }
 
-    /// Checked on each tick: an owner whose uplink queue has stayed full for its stall time is
-    /// stuck (a frozen process, or a dead connection not yet noticed). It is dropped, which
+    /// Checked on each tick: an owner whose uplink queue has stayed full (of audio) for its
+    /// stall time is stuck (a frozen process, or a dead connection not yet noticed). It is dropped, which
     /// ends its stream, and the caller reports the owner lost so the session is dispatched
     /// again. No allocation: a capacity read and an `Instant` comparison.
     pub fn owner_stalled(&mut self, now: Instant) -> bool {
         let Some(o) = self.owner.as_mut() else {
             return false;
         };
-        if o.uplink.capacity() > 0 {
+        // Full for audio: what is left is the control reserve.
+        if o.uplink.capacity() > UPLINK_CONTROL_RESERVE {
             o.full_since = None;
             return false;
         }
@@ -382,7 +390,7 @@ impl AudioBridge {
 
     fn send_owner(&mut self, msg: Uplink) {
         if let Some(o) = &self.owner {
-            match o.uplink.try_send(msg) {
+            match offer(&o.uplink, msg) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => self.counters.uplink_dropped += 1,
                 Err(TrySendError::Closed(_)) => {} // noticed by poll_downlink
@@ -399,7 +407,7 @@ impl AudioBridge {
 
     fn broadcast(&mut self, msg: Uplink) {
         let dropped = &mut self.counters.tap_dropped;
-        self.taps.retain(|t| match t.try_send(msg.clone()) {
+        self.taps.retain(|t| match offer(t, msg.clone()) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
                 *dropped += 1;
@@ -409,6 +417,24 @@ impl AudioBridge {
         });
         self.send_owner(msg);
     }
+}
+
+/// Whether `msg` may be dropped when its queue is short of room: a frame (newer audio matters
+/// more) or a progress report (the next one supersedes it).
+fn droppable(msg: &Uplink) -> bool {
+    matches!(
+        msg.kind,
+        Some(uplink::Kind::Audio(_) | uplink::Kind::Opus(_) | uplink::Kind::Progress(_))
+    )
+}
+
+/// `try_send` that keeps the last [`UPLINK_CONTROL_RESERVE`] slots of `tx` for messages that are
+/// not [`droppable`]. A capacity read: no lock and no allocation.
+fn offer(tx: &mpsc::Sender<Uplink>, msg: Uplink) -> Result<(), TrySendError<Uplink>> {
+    if droppable(&msg) && tx.capacity() <= UPLINK_CONTROL_RESERVE {
+        return Err(TrySendError::Full(msg));
+    }
+    tx.try_send(msg)
 }
 
 fn event(
@@ -568,22 +594,77 @@ mod tests {
     fn slow_backend_costs_dropped_frames_not_blocking() {
         let now = Instant::now();
         let mut b = AudioBridge::new("s".into(), SETTINGS);
-        let (up_tx, _up_rx) = mpsc::channel(4);
+        let (up_tx, _up_rx) = mpsc::channel(UPLINK_CONTROL_RESERVE + 4);
         let (_down_tx, down_rx) = mpsc::channel(4);
         let ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(5));
         b.attach_owner(ep, now, &Default::default()).unwrap();
         for (i, p) in opus_frames(20).iter().enumerate() {
             b.on_audio_packet(now, i as u64, 0, p.clone());
         }
-        // 4 slots: the ATTACHED event plus 3 frames; the other 17 frames are dropped.
+        // 4 slots beside the reserve: the ATTACHED event plus 3 frames; the other 17 frames are
+        // dropped.
         assert_eq!(b.counters().uplink_dropped, 17);
+    }
+
+    #[test]
+    fn a_backend_behind_on_audio_still_gets_events_messages_and_clears() {
+        let now = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (up_tx, mut up_rx) = mpsc::channel(UPLINK_CONTROL_RESERVE + 8);
+        let (down_tx, down_rx) = mpsc::channel(4);
+        let ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(5));
+        b.attach_owner(ep, now, &Default::default()).unwrap();
+        b.on_connected(now);
+        // The backend reads nothing: ATTACHED, CONNECTED and 6 frames; 34 frames dropped.
+        for (i, p) in opus_frames(40).iter().enumerate() {
+            b.on_audio_packet(now, i as u64, 960 * i as u32, p.clone());
+        }
+        assert_eq!(b.counters().uplink_dropped, 34);
+        // Progress reports are dropped like frames: the next one supersedes.
+        b.send_progress();
+        assert_eq!(b.counters().uplink_dropped, 35);
+        // What must not be lost still gets in: an event, the caller's text, a clear's answer.
+        b.on_channel_open();
+        b.on_channel_data("chat", false, b"stop talking");
+        down_tx
+            .try_send(Downlink {
+                kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
+            })
+            .unwrap();
+        while b.poll_downlink().is_some() {}
+        assert_eq!(b.counters().uplink_dropped, 35);
+        // Until the reserve is used up too: 13 slots are left; the 14th message is dropped.
+        for i in 0..14 {
+            b.on_channel_data("chat", false, format!("{i}").as_bytes());
+        }
+        assert_eq!(b.counters().uplink_dropped, 36);
+        let kinds: Vec<&str> = std::iter::from_fn(|| up_rx.try_recv().ok())
+            .map(|m| match m.kind {
+                Some(uplink::Kind::Event(e)) if e.kind == session_event::Kind::Attached as i32 => {
+                    "attached"
+                }
+                Some(uplink::Kind::Event(e)) if e.kind == session_event::Kind::Connected as i32 => {
+                    "connected"
+                }
+                Some(uplink::Kind::Event(_)) => "event",
+                Some(uplink::Kind::Audio(_)) => "audio",
+                Some(uplink::Kind::Data(_)) => "data",
+                Some(uplink::Kind::Cleared(_)) => "cleared",
+                _ => "other",
+            })
+            .collect();
+        let mut want = vec!["attached", "connected"];
+        want.extend(["audio"; 6]);
+        want.extend(["event", "data", "cleared"]);
+        want.extend(["data"; 13]);
+        assert_eq!(kinds, want);
     }
 
     #[test]
     fn an_owner_whose_queue_stays_full_past_the_stall_time_is_dropped() {
         let t0 = Instant::now();
         let mut b = AudioBridge::new("s".into(), SETTINGS);
-        let (up_tx, mut up_rx) = mpsc::channel(2);
+        let (up_tx, mut up_rx) = mpsc::channel(UPLINK_CONTROL_RESERVE + 2);
         let (_down_tx, down_rx) = mpsc::channel(4);
         let ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(2));
         b.attach_owner(ep, t0, &Default::default()).unwrap();
