@@ -324,6 +324,7 @@ impl Session {
             sample_rate_hz: self.bot.sample_rate_hz,
             mode: AudioMode::Pcm as i32,
             progress_interval_ms: PROGRESS_INTERVAL_MS,
+            encoder: None,
         };
         let mut out = Downstream::new(tx, self.bot.sample_rate_hz);
         out.send(downlink::Kind::Attach(attach)).await;

@@ -315,6 +315,7 @@ async fn run_session(
             sample_rate_hz: cfg.sample_rate,
             mode: cfg.mode as i32,
             progress_interval_ms: 1000,
+            encoder: None,
         })),
     })
     .await

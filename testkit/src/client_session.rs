@@ -549,6 +549,12 @@ impl ClientSession {
         self.downlink.pcm()
     }
 
+    /// Downlink frames received per Opus TOC configuration (`toc >> 3`: 0–11 SILK only, 12–15
+    /// hybrid, 16–31 CELT only).
+    pub fn received_opus_configs(&self) -> [u64; 32] {
+        self.downlink.opus_configs()
+    }
+
     /// Arrival instants of the most recent downlink audio packets.
     pub fn arrival_times(&self) -> &[Instant] {
         self.downlink.arrival_times()

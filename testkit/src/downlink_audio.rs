@@ -38,6 +38,9 @@ pub struct DownlinkAudio {
     last_seq: Option<u64>,
     arrivals: TailBuffer<Instant>,
     pcm: TailBuffer<i16>,
+    /// Frames received per Opus TOC configuration (RFC 6716 §3.1: `toc >> 3`; 0–11 SILK only,
+    /// 12–15 hybrid, 16–31 CELT only): which encoder mode the sender used.
+    opus_configs: [u64; 32],
 }
 
 impl DownlinkAudio {
@@ -54,6 +57,7 @@ impl DownlinkAudio {
             last_seq: None,
             arrivals: TailBuffer::new(arrival_cap),
             pcm: TailBuffer::new(pcm_cap),
+            opus_configs: [0; 32],
         })
     }
 
@@ -63,6 +67,9 @@ impl DownlinkAudio {
         let last_seq = last_seq.max(first_seq);
         self.counters.packets += last_seq - first_seq + 1;
         self.arrivals.push(arrival);
+        if let Some(toc) = payload.first() {
+            self.opus_configs[usize::from(toc >> 3)] += 1;
+        }
 
         let mut gap = 0;
         match self.last_seq {
@@ -102,6 +109,11 @@ impl DownlinkAudio {
     /// The counters so far.
     pub fn counters(&self) -> DownlinkCounters {
         self.counters
+    }
+
+    /// Frames received per Opus TOC configuration (index `toc >> 3`).
+    pub fn opus_configs(&self) -> [u64; 32] {
+        self.opus_configs
     }
 
     /// Arrival instants of the most recent packets, oldest first.

@@ -609,6 +609,7 @@ fn a_backend_can_attach_to_a_known_session_without_dispatch_but_not_steal_it() {
             sample_rate_hz: 16_000,
             mode: AudioMode::Pcm as i32,
             progress_interval_ms: 0,
+            encoder: None,
         })),
     };
     let (first, _keep) = rt.block_on(async {
@@ -639,4 +640,110 @@ fn a_backend_can_attach_to_a_known_session_without_dispatch_but_not_steal_it() {
     );
     let snap = http_get(&server.url(&fleet.report(i).location), None).json();
     assert_eq!(snap["backend_attached"], true);
+}
+
+#[test]
+fn a_backend_chooses_its_own_downlink_encoder_and_a_bad_choice_is_refused() {
+    use voxgate_proto::bridge::bridge_client::BridgeClient;
+    use voxgate_proto::bridge::{
+        downlink, Attach, AudioMode, Downlink, OpusApplication, OpusEncoder,
+    };
+    // The transceiver's default is VOIP (SILK or hybrid frames for speech at 32 kb/s); this
+    // worker asks for the CELT-only low-delay encoder at complexity 0, for its TTS audio.
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let worker = TestWorker::start_with_attach(
+        &server.grpc_url,
+        "tts",
+        4,
+        24_000,
+        AudioMode::Pcm,
+        Some(OpusEncoder {
+            application: OpusApplication::Lowdelay as i32,
+            complexity: Some(0),
+        }),
+    );
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet
+        .open(SessionConfig {
+            amplitude: 0.0,
+            ..client(&server, 440.0, Duration::from_secs(30))
+        })
+        .unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 1
+    }));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    let id = fleet.report(i).session_id;
+    worker.play(&id, &tone(660.0, 1.0, 24_000), "tts-1");
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .report(i)
+            .audio_packets_received
+            >= 50)
+    );
+    let configs = fleet.session(i).received_opus_configs();
+    let celt: u64 = configs[16..].iter().sum();
+    let other: u64 = configs[..16].iter().sum();
+    assert!(
+        celt >= 50 && other == 0,
+        "CELT {celt}, SILK or hybrid {other}: {configs:?}"
+    );
+    let heard = fleet.session(i).received_pcm();
+    let hz = dominant_frequency(&heard[heard.len() - 24_000..], 48_000);
+    assert!((hz - 660.0).abs() <= 10.0, "caller heard {hz} Hz");
+
+    // A complexity past 10 or an unknown application: INVALID_ARGUMENT, saying which.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let refused = |encoder: OpusEncoder| {
+        rt.block_on(async {
+            let mut client = BridgeClient::connect(server.grpc_url.clone())
+                .await
+                .unwrap();
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            tx.send(Downlink {
+                kind: Some(downlink::Kind::Attach(Attach {
+                    session_id: id.clone(),
+                    worker_id: String::new(),
+                    sample_rate_hz: 16_000,
+                    mode: AudioMode::Pcm as i32,
+                    progress_interval_ms: 0,
+                    encoder: Some(encoder),
+                })),
+            })
+            .await
+            .unwrap();
+            client
+                .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .await
+                .map(|_| ())
+                .expect_err("a bad encoder choice is refused")
+        })
+    };
+    let err = refused(OpusEncoder {
+        application: 0,
+        complexity: Some(11),
+    });
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        err.message(),
+        "encoder complexity 11 is out of range (0 to 10)"
+    );
+    let err = refused(OpusEncoder {
+        application: 9,
+        complexity: None,
+    });
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert_eq!(err.message(), "unknown encoder application 9");
+    // The refusals took nothing from the owner: the session plays on.
+    worker.play(&id, &tone(660.0, 0.4, 24_000), "tts-2");
+    let before = fleet.report(i).audio_packets_received;
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .report(i)
+            .audio_packets_received
+            >= before + 20)
+    );
 }

@@ -23,6 +23,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="calls served at once (env VOXGATE_AGENT_CAPACITY; default 4)")
     p.add_argument("--worker-id", default=os.environ.get("VOXGATE_AGENT_WORKER_ID"),
                    help="worker id (env VOXGATE_AGENT_WORKER_ID; default <host>-<pid>)")
+    # Piper's synthetic speech does not need the speech codec: the CELT-only encoder costs the
+    # transceiver about a third as much per call (docs/BENCHMARKS.md, the encoder matrix).
+    p.add_argument("--opus-application", choices=["voip", "audio", "lowdelay"],
+                   default=os.environ.get("VOXGATE_AGENT_OPUS_APPLICATION", "lowdelay"),
+                   help="how the transceiver encodes the agent's speech (env "
+                   "VOXGATE_AGENT_OPUS_APPLICATION; default lowdelay)")
     args = p.parse_args(argv)
     if not args.transceiver:
         env = os.environ.get("VOXGATE_AGENT_TRANSCEIVER", "127.0.0.1:50051")
@@ -35,7 +41,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 async def amain(args: argparse.Namespace) -> None:
     models = await asyncio.to_thread(Models.load)
     async with voxgate.Worker(args.transceiver, token=args.token, capacity=args.capacity,
-                              worker_id=args.worker_id, sample_rate=RATE) as worker:
+                              worker_id=args.worker_id, sample_rate=RATE,
+                              opus_application=args.opus_application) as worker:
         await serve(worker, models)
 
 

@@ -375,3 +375,21 @@ async def test_a_write_that_fails_on_this_side_hands_the_call_back_to_be_dispatc
         assert again.session_id == caller.session_id and again.attempt == 2
         async with again:
             await again.wait_connected(TIMEOUT)
+
+
+async def test_a_worker_chooses_the_encoder_for_its_audio_and_bad_choices_fail_early(
+        transceiver, answered):
+    with pytest.raises(ValueError, match="opus_complexity must be 0 to 10"):
+        voxgate.Worker(transceiver.grpc_target, opus_complexity=11)
+    with pytest.raises(ValueError, match="opus_application must be one of"):
+        voxgate.Worker(transceiver.grpc_target, opus_application="celt")
+    async with answered(opus_application="lowdelay", opus_complexity=0) as (caller, call):
+        said = time.time()
+        await call.play(tone(660, 1.0, RATE))
+        await caller.wait_heard(said, TIMEOUT)
+        await poll(lambda: caller.heard_seconds(after=said) >= 0.8, what="the played tone")
+        assert abs(dominant_hz(bytes(caller.heard_pcm[-48_000:]), 48_000) - 660) < 20
+        attached = [line for line in transceiver.log_path.read_text().splitlines()
+                    if "backend attached" in line and call.session_id in line]
+        assert len(attached) == 1
+        assert "application=Some(Lowdelay)" in attached[0] and "complexity=Some(0)" in attached[0]

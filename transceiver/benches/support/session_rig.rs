@@ -110,6 +110,7 @@ impl Backend {
             progress_interval: Duration::from_millis(200),
             stall_after: Duration::from_secs(5),
             owner_id: 1,
+            encoder: Default::default(),
         };
         let backend = Backend {
             uplink: up_rx,

@@ -20,14 +20,17 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use voxgate_proto::bridge::bridge_server::{Bridge, BridgeServer};
 use voxgate_proto::bridge::{
-    downlink, worker_message, AudioMode, Downlink, TapRequest, Uplink, WorkerCommand, WorkerMessage,
+    downlink, worker_message, AudioMode, Downlink, OpusApplication as ProtoApplication,
+    OpusEncoder, TapRequest, Uplink, WorkerCommand, WorkerMessage,
 };
 
 use crate::auth;
 use crate::backend::dispatch::DispatchError;
 use crate::backend::dispatch_handle::DispatchMsg;
 use crate::control::plane::ControlPlane;
-use crate::media::audio_bridge::{valid_sample_rate, OwnerEndpoints, UPLINK_CONTROL_RESERVE};
+use crate::media::audio_bridge::{
+    valid_sample_rate, EncoderChoice, OpusApplication, OwnerEndpoints, UPLINK_CONTROL_RESERVE,
+};
 use crate::media::r#loop::AttachError;
 use crate::media::session::SessionId;
 
@@ -84,6 +87,39 @@ fn parse_session_id(s: &str) -> Result<SessionId, Status> {
     s.parse().map_err(|_| match s.len() {
         0..=64 => Status::not_found(format!("no session {s:?}")),
         n => Status::not_found(format!("no session (a {n}-byte id)")),
+    })
+}
+
+/// An attach's `encoder` field, checked: an unknown application or a complexity past 10 is the
+/// backend's error, answered before anything is set up.
+fn encoder_choice(e: Option<&OpusEncoder>) -> Result<EncoderChoice, Status> {
+    let Some(e) = e else {
+        return Ok(EncoderChoice::default());
+    };
+    let application = match ProtoApplication::try_from(e.application) {
+        Ok(ProtoApplication::Default) => None,
+        Ok(ProtoApplication::Voip) => Some(OpusApplication::Voip),
+        Ok(ProtoApplication::Audio) => Some(OpusApplication::Audio),
+        Ok(ProtoApplication::Lowdelay) => Some(OpusApplication::Lowdelay),
+        Err(_) => {
+            return Err(Status::invalid_argument(format!(
+                "unknown encoder application {}",
+                e.application
+            )))
+        }
+    };
+    let complexity = match e.complexity {
+        None => None,
+        Some(c @ 0..=10) => Some(c as i32),
+        Some(c) => {
+            return Err(Status::invalid_argument(format!(
+                "encoder complexity {c} is out of range (0 to 10)"
+            )))
+        }
+    };
+    Ok(EncoderChoice {
+        application,
+        complexity,
     })
 }
 
@@ -184,6 +220,7 @@ impl Bridge for BridgeService {
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let mode = AudioMode::try_from(attach.mode)
             .map_err(|_| Status::invalid_argument("unknown audio mode"))?;
+        let encoder = encoder_choice(attach.encoder.as_ref())?;
         let worker = (!attach.worker_id.is_empty()).then(|| attach.worker_id.clone());
         let dispatch = self.control.dispatch().clone();
         let owner = NEXT_OWNER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -214,13 +251,14 @@ impl Bridge for BridgeService {
             progress_interval: Duration::from_millis(u64::from(progress_ms)),
             stall_after: self.control.backend_stall(),
             owner_id: owner,
+            encoder,
         };
         if let Err(e) = self.control.attach(id, endpoints).await {
             // The dispatcher thinks this stream owns the session: undo that.
             dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
             return Err(attach_status(e));
         }
-        tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate, ?mode, "backend attached");
+        tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate, ?mode, ?encoder.application, ?encoder.complexity, "backend attached");
         tokio::spawn(async move {
             // Downlink: waiting for room here back-pressures the backend through gRPC.
             while let Some(Ok(msg)) = inbound.next().await {

@@ -13,7 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use voxgate_proto::bridge::bridge_client::BridgeClient;
 use voxgate_proto::bridge::{
     downlink, session_event, uplink, worker_command, worker_message, Attach, AudioChunk, AudioMode,
-    Clear, Cleared, Downlink, PlaybackProgress, Register, TapRequest, WorkerMessage,
+    Clear, Cleared, Downlink, OpusEncoder, PlaybackProgress, Register, TapRequest, WorkerMessage,
 };
 
 /// What one session's stream delivered.
@@ -85,6 +85,18 @@ impl TestWorker {
         sample_rate: u32,
         mode: AudioMode,
     ) -> TestWorker {
+        Self::start_with_attach(url, worker_id, capacity, sample_rate, mode, None)
+    }
+
+    /// As [`TestWorker::start_with_mode`], asking for its own downlink `encoder`.
+    pub fn start_with_attach(
+        url: &str,
+        worker_id: &str,
+        capacity: u32,
+        sample_rate: u32,
+        mode: AudioMode,
+        encoder: Option<OpusEncoder>,
+    ) -> TestWorker {
         let shared = Arc::new(Shared::default());
         let rt = runtime();
         let url = url.to_string();
@@ -130,8 +142,15 @@ impl TestWorker {
                                 .get_mut(&d.session_id)
                                 .unwrap()
                                 .metadata = d.metadata.clone();
-                            run_session(shared, &url, &d.session_id, &worker_id, sample_rate, mode)
-                                .await;
+                            let attach = Attach {
+                                session_id: d.session_id.clone(),
+                                worker_id,
+                                sample_rate_hz: sample_rate,
+                                mode: mode as i32,
+                                progress_interval_ms: 100,
+                                encoder,
+                            };
+                            run_session(shared, &url, attach).await;
                         });
                     }
                 }
@@ -226,24 +245,13 @@ impl Drop for TestWorker {
     }
 }
 
-async fn run_session(
-    shared: Arc<Shared>,
-    url: &str,
-    session_id: &str,
-    worker_id: &str,
-    sample_rate: u32,
-    mode: AudioMode,
-) {
+async fn run_session(shared: Arc<Shared>, url: &str, attach: Attach) {
+    let session_id = attach.session_id.clone();
+    let session_id = session_id.as_str();
     let mut client = connect(url).await;
     let (tx, rx) = mpsc::channel(64);
     tx.send(Downlink {
-        kind: Some(downlink::Kind::Attach(Attach {
-            session_id: session_id.to_string(),
-            worker_id: worker_id.to_string(),
-            sample_rate_hz: sample_rate,
-            mode: mode as i32,
-            progress_interval_ms: 100,
-        })),
+        kind: Some(downlink::Kind::Attach(attach)),
     })
     .await
     .unwrap();

@@ -81,6 +81,7 @@ class Call:
         sample_rate: int,
         mode: int,
         progress_interval_ms: int,
+        encoder: pb.OpusEncoder | None = None,
         reject: Callable[[str, str], None],
         on_done: Callable[[Call], None],
     ) -> None:
@@ -115,6 +116,7 @@ class Call:
         self._auth = auth
         self._mode = mode
         self._progress_interval_ms = progress_interval_ms
+        self._encoder = encoder
         self._reject = reject
         self._on_done = on_done
         self._stream: grpc.aio.StreamStreamCall | None = None
@@ -149,7 +151,7 @@ class Call:
             await self._writer.write(pb.Downlink(attach=pb.Attach(
                 session_id=self.session_id, worker_id=self._worker_id,
                 sample_rate_hz=self.sample_rate, mode=self._mode,
-                progress_interval_ms=self._progress_interval_ms)))
+                progress_interval_ms=self._progress_interval_ms, encoder=self._encoder)))
         except grpc.RpcError as e:
             self._finish(None, from_rpc_error(e, f"attach to session {self.session_id}"))
             raise self.error from None

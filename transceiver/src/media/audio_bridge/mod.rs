@@ -92,6 +92,26 @@ pub struct EncoderSettings {
     pub application: OpusApplication,
 }
 
+/// An owner's own choice of downlink encoder (its `Attach.encoder`): what it leaves `None`
+/// keeps the transceiver's setting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EncoderChoice {
+    pub application: Option<OpusApplication>,
+    /// 0 to 10 (checked where the attach is parsed).
+    pub complexity: Option<i32>,
+}
+
+impl EncoderSettings {
+    /// These settings with `choice` applied.
+    pub fn chosen(self, choice: EncoderChoice) -> EncoderSettings {
+        EncoderSettings {
+            bitrate: self.bitrate,
+            complexity: choice.complexity.unwrap_or(self.complexity),
+            application: choice.application.unwrap_or(self.application),
+        }
+    }
+}
+
 /// The channels that connect a session to its owning backend stream.
 pub struct OwnerEndpoints {
     pub uplink: mpsc::Sender<Uplink>,
@@ -103,6 +123,8 @@ pub struct OwnerEndpoints {
     pub stall_after: Duration,
     /// Names this attachment, so a late report of its loss is not taken for a newer owner's.
     pub owner_id: u64,
+    /// The downlink encoder this owner asked for (PCM mode).
+    pub encoder: EncoderChoice,
 }
 
 struct Owner {
@@ -261,7 +283,7 @@ impl AudioBridge {
             if self.decoder.is_none() || rate != self.rate {
                 self.decoder = Some(opus::Decoder::new(rate, opus::Channels::Mono)?);
             }
-            let settings = self.encoder_settings;
+            let settings = self.encoder_settings.chosen(endpoints.encoder);
             let mut enc =
                 opus::Encoder::new(rate, opus::Channels::Mono, settings.application.to_opus())?;
             enc.set_bitrate(opus::Bitrate::Bits(settings.bitrate))?;
@@ -516,6 +538,7 @@ mod tests {
                 progress_interval: Duration::from_millis(200),
                 stall_after: Duration::from_secs(5),
                 owner_id: 1,
+                encoder: EncoderChoice::default(),
             },
             up_rx,
             down_tx,
@@ -536,6 +559,7 @@ mod tests {
             progress_interval: Duration::from_millis(200),
             stall_after,
             owner_id: 1,
+            encoder: EncoderChoice::default(),
         }
     }
 
