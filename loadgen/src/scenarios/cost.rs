@@ -407,7 +407,8 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
         md,
         "Modes: *pcm* has the backend attach at 48 kHz, *pcm16k* and *pcm24k* at 16 and 24 kHz (their floor is the one \
          at the same rate); *pcm-lowdelay-c0* runs the transceiver with `--opus-application lowdelay --opus-complexity 0`, \
-         the cheapest encoder it ships (no floor was measured with it); the others run the default encoder.\n"
+         the cheapest encoder it ships (a backend may also ask for it per call: `Attach.encoder`; no floor was measured \
+         with it); the others run the default encoder.\n"
     );
     let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | loop wakeups per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
     let _ = writeln!(
