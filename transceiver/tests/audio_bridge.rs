@@ -58,8 +58,13 @@ fn one_call(
 ) -> OneCall {
     let server = ServerProcess::start(&["--loops", "1"]);
     let worker = TestWorker::start_with_mode(&server.grpc_url, "w1", 4, rate, mode);
-    let mut fleet = Fleet::new().unwrap();
     let cfg = tweak(client(&server, tone_hz, Duration::from_secs(30)));
+    call_to(server, worker, cfg)
+}
+
+/// One caller with `cfg` to `worker` on `server`, connected and attached.
+fn call_to(server: ServerProcess, worker: TestWorker, cfg: SessionConfig) -> OneCall {
+    let mut fleet = Fleet::new().unwrap();
     let i = fleet.open(cfg).unwrap();
     assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
         worker.attached().len() == 1
@@ -662,21 +667,17 @@ fn a_backend_chooses_its_own_downlink_encoder_and_a_bad_choice_is_refused() {
             complexity: Some(0),
         }),
     );
-    let mut fleet = Fleet::new().unwrap();
-    let i = fleet
-        .open(SessionConfig {
-            amplitude: 0.0,
-            ..client(&server, 440.0, Duration::from_secs(30))
-        })
-        .unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
-        worker.attached().len() == 1
-    }));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .all_connected())
-    );
-    let id = fleet.report(i).session_id;
+    let cfg = SessionConfig {
+        amplitude: 0.0,
+        ..client(&server, 440.0, Duration::from_secs(30))
+    };
+    let OneCall {
+        server,
+        worker,
+        mut fleet,
+        i,
+        id,
+    } = call_to(server, worker, cfg);
     worker.play(&id, &tone(660.0, 1.0, 24_000), "tts-1");
     assert!(
         fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
