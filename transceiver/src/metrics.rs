@@ -373,6 +373,7 @@ pub struct Metrics {
     sessions_refused: Family<ReasonLabel, Counter>,
     wakeups: Family<LoopLabel, Counter>,
     rests: Family<LoopLabel, Counter>,
+    read_holds: Family<LoopLabel, Counter>,
     sessions_ended: Family<ReasonLabel, Counter>,
     signaling_responses: Family<StatusLabel, Counter>,
     sessions_created: Counter,
@@ -431,6 +432,7 @@ impl Metrics {
             sessions_refused: Family::default(),
             wakeups: Family::default(),
             rests: Family::default(),
+            read_holds: Family::default(),
             sessions_ended: Family::default(),
             signaling_responses: Family::default(),
             sessions_created: Counter::default(),
@@ -536,6 +538,11 @@ impl Metrics {
             "loop_rests",
             "1 ms rests a saturated loop took after 10 ms without waiting, so other work on its core never starves (the kernel would take 50 ms at once)",
             self.rests.clone(),
+        );
+        registry.register(
+            "loop_read_holds",
+            "Times a media loop under steady traffic slept out its read window (--read-window-us) instead of waking per datagram",
+            self.read_holds.clone(),
         );
         registry.register(
             "sessions_ended",
@@ -800,6 +807,7 @@ impl Metrics {
             send_errors: self.send_errors.get_or_create(&l).clone(),
             wakeups: self.wakeups.get_or_create(&l).clone(),
             rests: self.rests.get_or_create(&l).clone(),
+            read_holds: self.read_holds.get_or_create(&l).clone(),
             sessions_active: self.sessions_active.get_or_create(&l).clone(),
             busy: self.loop_busy.get_or_create(&l).clone(),
             scheduling: LoopPriority::value_variants()
@@ -895,6 +903,8 @@ pub struct LoopCounters {
     pub wakeups: u64,
     /// Rests of a saturated loop (see `media::core_share`).
     pub rests: u64,
+    /// Read windows slept out under steady traffic (see `media::read_coalescing`).
+    pub read_holds: u64,
     pub drops: [u64; DropReason::ALL.len()],
     /// Transmits with no authenticated path to their destination (not sent).
     pub unrouted: u64,
@@ -931,6 +941,7 @@ pub struct LoopMetrics {
     send_errors: Counter,
     wakeups: Counter,
     rests: Counter,
+    read_holds: Counter,
     sessions_active: Gauge,
     busy: Gauge<f64, AtomicU64>,
     scheduling: Vec<(LoopPriority, Gauge)>,
@@ -978,6 +989,7 @@ impl LoopMetrics {
         flush(&self.send_errors, &mut pending.send_errors);
         flush(&self.wakeups, &mut pending.wakeups);
         flush(&self.rests, &mut pending.rests);
+        flush(&self.read_holds, &mut pending.read_holds);
         for (c, v) in self.drops.iter().zip(pending.drops.iter_mut()) {
             flush(c, v);
         }

@@ -2,7 +2,8 @@
 //!
 //! Owns: the Sans-IO dispatcher ([`dispatch`]), its inbox ([`dispatch_handle`]), the task that
 //! feeds it messages and time and carries out its decisions ([`dispatch_task`]), and the
-//! `voxgate.v1.Bridge` gRPC service ([`bridge_service`]).
+//! `voxgate.v1.Bridge` gRPC service ([`bridge_service`]), whose connections coalesce a runtime
+//! tick's writes into one system call ([`write_coalescing`]).
 //!
 //! Layers: [`dispatch`] and [`dispatch_handle`] sit below the control plane (it sends new,
 //! lost and ended sessions into the inbox, as it sends commands to a loop); [`dispatch_task`]
@@ -19,3 +20,4 @@ pub mod bridge_service;
 pub mod dispatch;
 pub mod dispatch_handle;
 pub mod dispatch_task;
+pub mod write_coalescing;

@@ -49,6 +49,14 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_LOOP_PRIORITY", value_enum, default_value_t = LoopPriority::Rt)]
     pub loop_priority: LoopPriority,
 
+    /// Under steady traffic a media loop reads its socket at most once per this many
+    /// microseconds, instead of being woken for each datagram: fewer wakeups (for the loop and
+    /// for the gRPC side it hands frames to) for at most this much uplink delay, paid only
+    /// while datagrams come faster than the window. 0 reads every datagram as it arrives.
+    #[arg(long, env = "VOXGATE_READ_WINDOW_US", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(0..=20_000))]
+    pub read_window_us: u64,
+
     /// Addresses put in the answer's ICE candidates, comma separated, used as-is for every loop
     /// (typically the relay's public address). Default: each loop's own socket address.
     #[arg(long, env = "VOXGATE_ADVERTISE", value_delimiter = ',')]
@@ -204,6 +212,11 @@ pub struct Config {
     /// its stream is dropped and the session is dispatched again.
     #[arg(long, env = "VOXGATE_BACKEND_STALL_SECS", default_value_t = 5)]
     pub backend_stall_secs: u64,
+
+    /// Write each gRPC frame as it comes instead of coalescing a runtime tick's frames into
+    /// one system call per connection (see `backend::write_coalescing`); for comparisons.
+    #[arg(long, env = "VOXGATE_NO_GRPC_WRITE_COALESCING")]
+    pub no_grpc_write_coalescing: bool,
 
     /// Seconds between HTTP/2 PINGs (and TCP keepalive probes) on gRPC connections.
     #[arg(long, env = "VOXGATE_GRPC_KEEPALIVE_SECS", default_value_t = 10)]
@@ -445,6 +458,11 @@ impl Config {
                 Some(addr)
             }
         }
+    }
+
+    /// How long a loop under steady traffic waits between reads (`--read-window-us`).
+    pub fn read_window(&self) -> Duration {
+        Duration::from_micros(self.read_window_us)
     }
 
     /// Limits of the loops' ICE-TCP listeners.

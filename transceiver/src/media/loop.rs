@@ -44,6 +44,7 @@ use crate::media::audio_bridge::{BridgeError, OwnerEndpoints};
 use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
 use crate::media::core_share::CoreShare;
 use crate::media::demux::{Claim, Demux, SessionKey};
+use crate::media::read_coalescing::ReadCoalescing;
 use crate::media::receive_budget::{Next, ReceiveBudget};
 use crate::media::session::{
     is_binding_success, ClientPath, EndReason, OwnerLoss, Route, Session, SessionError, SessionId,
@@ -201,6 +202,9 @@ pub struct LoopSpec {
     /// Where the loop's own ICE-TCP listener binds (`None`: no listener), and its limits.
     pub tcp_bind: Option<SocketAddr>,
     pub tcp_limits: TcpLimits,
+    /// Under steady traffic, read the socket at most once per this window (`--read-window-us`;
+    /// zero: read every datagram as it wakes the loop). See `read_coalescing`.
+    pub read_window: Duration,
 }
 
 /// Binds the loop's socket (so errors surface to the caller) and starts its thread.
@@ -222,6 +226,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
     let metrics = spec.metrics;
     let relays = spec.relays;
     let max_taps = spec.max_taps;
+    let read_window = spec.read_window;
     let busy = SharedBusy::default();
     let loop_busy = busy.clone();
     let thread = std::thread::Builder::new()
@@ -252,6 +257,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 busy: BusyMeter::new(Instant::now(), loop_busy),
                 core_share: CoreShare::new(Instant::now()),
                 budget: ReceiveBudget::new(RECV_BATCHES_PER_WAKEUP),
+                coalescing: ReadCoalescing::new(read_window),
                 relays,
                 max_taps,
                 tcp,
@@ -368,6 +374,8 @@ struct MediaLoop {
     core_share: CoreShare,
     /// Batches a read pass may take; remembers a socket left unread.
     budget: ReceiveBudget,
+    /// Once per window under steady traffic (see `read_coalescing`).
+    coalescing: ReadCoalescing,
     relays: Vec<ipnet::IpNet>,
     max_taps: usize,
     /// The loop's own ICE-TCP listener and connections (direct mode).
@@ -382,24 +390,23 @@ impl MediaLoop {
     fn run(&mut self) {
         let mut events = Events::with_capacity(64);
         let mut shutdown_by: Option<Instant> = None;
+        let mut hold: Option<Instant> = None;
         loop {
+            let polled = Instant::now();
+            // Under steady traffic, sleep out the read window instead of waking per datagram;
+            // whatever arrived meanwhile is then read at once (its readiness edge is queued).
+            let held = hold.take().is_some_and(|until| self.hold_reads(until));
             // Wake at least once per busy window so an idle loop's ratio falls to zero; at once
             // when the last pass left datagrams in the socket (no new edge announces them).
             let tcp_pending = self.tcp.as_ref().is_some_and(TcpServer::has_pending);
-            let timeout = if self.budget.pending() || tcp_pending {
+            let timeout = if held || self.budget.pending() || tcp_pending {
                 Duration::ZERO
             } else {
-                let tcp_due = self.tcp.as_ref().and_then(TcpServer::next_deadline);
-                let next = match (self.timers.next_deadline(), tcp_due) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                next.map_or(busy_meter::WINDOW, |d| {
+                self.next_deadline().map_or(busy_meter::WINDOW, |d| {
                     d.saturating_duration_since(Instant::now())
                         .min(busy_meter::WINDOW)
                 })
             };
-            let polled = Instant::now();
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -411,7 +418,10 @@ impl MediaLoop {
             self.counters.wakeups += 1;
             let readable = events.iter().any(|e| e.token() == SOCKET);
             if readable || self.budget.pending() {
-                self.read_socket(RECV_BATCHES_PER_WAKEUP);
+                let received = self.read_socket(RECV_BATCHES_PER_WAKEUP);
+                hold = self
+                    .coalescing
+                    .after_read(woke, received, self.budget.pending());
             }
             if self.tcp.is_some() {
                 self.serve_tcp(&events);
@@ -455,14 +465,17 @@ impl MediaLoop {
     /// datagram that arrives later raises a new edge, so the loop does not spend a second
     /// `recvmmsg` per wakeup just to hear `EAGAIN` (the relay does the same). A pass that ends
     /// on its budget leaves the rest for the next wakeup, which comes at once.
-    fn read_socket(&mut self, batches: u32) {
+    /// Returns how many datagrams it read.
+    fn read_socket(&mut self, batches: u32) -> usize {
         let Some(mut batch) = self.recv_batch.take() else {
-            return;
+            return 0;
         };
+        let mut received = 0;
         self.budget.begin(batches);
         loop {
             match batch.recv(&self.socket) {
                 Ok(n) => {
+                    received += n;
                     let now = Instant::now();
                     for r in batch.iter() {
                         self.counters.datagrams_in += 1;
@@ -497,6 +510,29 @@ impl MediaLoop {
             }
         }
         self.recv_batch = Some(batch);
+        received
+    }
+
+    /// The earliest timer (session or TCP) the loop must wake for.
+    fn next_deadline(&self) -> Option<Instant> {
+        let tcp_due = self.tcp.as_ref().and_then(TcpServer::next_deadline);
+        match (self.timers.next_deadline(), tcp_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Sleeps until `until` or the next timer, whichever is sooner; returns whether it slept
+    /// (then the loop polls without waiting, to pick up what arrived meanwhile).
+    fn hold_reads(&mut self, until: Instant) -> bool {
+        let until = self.next_deadline().map_or(until, |d| d.min(until));
+        let now = Instant::now();
+        if until <= now {
+            return false;
+        }
+        self.counters.read_holds += 1;
+        std::thread::sleep(until - now);
+        true
     }
 
     /// Sends every queued datagram in one system call (or as few as the kernel allows).

@@ -3,8 +3,8 @@
 //! Owns: the loop (`loop.rs`: socket, poll, sessions), each WebRTC session ([`session`]: str0m
 //! `Rtc` plus its [`audio_bridge`]), the demux maps ([`demux`]), the loop's own ICE-TCP listener
 //! ([`tcp_server`], framing from `voxgate_proto::rfc4571`), the timer heap ([`timers`]),
-//! the loop's busy meter ([`busy_meter`]) and its share of a core under saturation
-//! ([`core_share`]).
+//! the loop's busy meter ([`busy_meter`]), its share of a core under saturation
+//! ([`core_share`]) and its read rhythm under steady traffic ([`read_coalescing`]).
 //!
 //! May call: `voxgate_proto` (relay header, STUN USERNAME reader, RFC 4571 framing, bridge
 //! messages), str0m, opus,
@@ -23,6 +23,7 @@ pub mod busy_meter;
 pub mod core_share;
 pub mod demux;
 pub mod r#loop;
+pub mod read_coalescing;
 pub mod receive_budget;
 pub mod session;
 pub mod tcp_server;
