@@ -552,7 +552,10 @@ fn chromium_and_aiortc_connect_through_the_ingress_they_are_steered_to() {
     assert!(python.exists(), "run scripts/setup first (.venv missing)");
     let eu = RelayProcess::start(&RelayPorts::new(1), 1, &[]);
     let us_ports = RelayPorts::new(2);
-    let us = RelayProcess::start(&us_ports, 2, &[]);
+    // Chromium may also connect over ICE-TCP, which the relay's TCP side forwards from its own
+    // internal socket: bound here, so the test knows it as one of the `us` relay's addresses.
+    let us_tcp_internal = format!("127.0.0.1:{}", common::free_udp_range(1));
+    let us = RelayProcess::start(&us_ports, 2, &["--tcp-internal-listen", &us_tcp_internal]);
     let eu_arg = format!("eu={}", eu.public);
     let us_arg = format!("us={},[::1]:{}", us.public, us.public.port());
     let localhost = IpAddr::from([127, 0, 0, 1]);
@@ -575,6 +578,7 @@ fn chromium_and_aiortc_connect_through_the_ingress_they_are_steered_to() {
     );
     let us_workers: Vec<String> = (0..2)
         .map(|i| format!("127.0.0.1:{}", us_ports.internal_base + i))
+        .chain([us_tcp_internal.clone()])
         .collect();
     let chromium = Command::new("node")
         .arg(repo.join("tests/browser/chromium_session.mjs"))
