@@ -48,6 +48,7 @@ fn point<'a>(cost: &'a [CostPoint], mode: &str, sessions: usize) -> Option<&'a C
 /// Target 1: passthrough CPU per packet ≤ 2 × the bare forwarder's, at 100 and 1,000 sessions.
 fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
     let fwd = med(&r.relay.forwarder_max, |f| f.us_per_packet);
+    let r_cost = &r.cost;
     for n in [100, 1000] {
         let pt = point(&r.cost, "passthrough", n).and_then(|p| us_per_packet(&p.runs));
         let label =
@@ -70,6 +71,16 @@ fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
             num(r, 2),
             num(pt, 2),
             num(paced, 2),
+        );
+        // What the read and write coalescing save, against passthrough without them.
+        let off = point(r_cost, "passthrough-uncoalesced", n).and_then(|p| us_per_packet(&p.runs));
+        let _ = writeln!(
+            md,
+            "| (context) the same, against passthrough with coalescing off (`{}`), {n} sessions | {} × ({} µs vs {} µs) | – |",
+            cost::UNCOALESCED.join(" "),
+            num(ratio(pt, off), 2),
+            num(pt, 2),
+            num(off, 2),
         );
     }
 }

@@ -40,6 +40,8 @@ pub struct CostMode {
     pub sample_rate: u32,
     /// The transceiver's downlink encoder.
     pub encoder: EncoderSettings,
+    /// Further transceiver flags.
+    pub flags: &'static [&'static str],
 }
 
 /// Every kind of cost run the plan may ask for.
@@ -49,12 +51,14 @@ pub const COST_MODES: &[CostMode] = &[
         audio: AudioMode::Pcm,
         sample_rate: 48_000,
         encoder: EncoderSettings::BENCH,
+        flags: &[],
     },
     CostMode {
         name: "passthrough",
         audio: AudioMode::OpusPassthrough,
         sample_rate: 48_000,
         encoder: EncoderSettings::BENCH,
+        flags: &[],
     },
     // The rates speech models use.
     CostMode {
@@ -62,12 +66,14 @@ pub const COST_MODES: &[CostMode] = &[
         audio: AudioMode::Pcm,
         sample_rate: 16_000,
         encoder: EncoderSettings::BENCH,
+        flags: &[],
     },
     CostMode {
         name: "pcm24k",
         audio: AudioMode::Pcm,
         sample_rate: 24_000,
         encoder: EncoderSettings::BENCH,
+        flags: &[],
     },
     // The cheapest encoder the transceiver ships: how many PCM sessions one loop then holds.
     CostMode {
@@ -79,8 +85,21 @@ pub const COST_MODES: &[CostMode] = &[
             complexity: 0,
             application: Application::Lowdelay,
         },
+        flags: &[],
+    },
+    // The baseline of the coalescing (issue 12): every datagram read as it wakes the loop and
+    // every gRPC frame written with its own system call, as before.
+    CostMode {
+        name: "passthrough-uncoalesced",
+        audio: AudioMode::OpusPassthrough,
+        sample_rate: 48_000,
+        encoder: EncoderSettings::BENCH,
+        flags: UNCOALESCED,
     },
 ];
+
+/// The transceiver flags that turn read and write coalescing off.
+pub const UNCOALESCED: &[&str] = &["--read-window-us", "0", "--no-grpc-write-coalescing"];
 
 /// The cost mode called `name`.
 pub fn cost_mode(name: &str) -> Option<&'static CostMode> {
@@ -187,6 +206,7 @@ fn cost_run<R: Ledger>(
 ) -> anyhow::Result<LoadResult> {
     let opts = TransceiverOpts {
         encoder: mode.encoder,
+        flags: mode.flags,
         ..TransceiverOpts::default()
     };
     let t = s.start_transceiver(name, &opts)?;
@@ -408,7 +428,9 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
         "Modes: *pcm* has the backend attach at 48 kHz, *pcm16k* and *pcm24k* at 16 and 24 kHz (their floor is the one \
          at the same rate); *pcm-lowdelay-c0* runs the transceiver with `--opus-application lowdelay --opus-complexity 0`, \
          the cheapest encoder it ships (a backend may also ask for it per call: `Attach.encoder`; no floor was measured \
-         with it); the others run the default encoder.\n"
+         with it); the others run the default encoder. *passthrough-uncoalesced* is passthrough with the transceiver's \
+         read and write coalescing off (`--read-window-us 0 --no-grpc-write-coalescing`): every datagram read as it wakes \
+         the loop, every gRPC frame written with its own system call.\n"
     );
     let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | loop wakeups per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
     let _ = writeln!(

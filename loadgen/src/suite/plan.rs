@@ -113,7 +113,8 @@ impl Plan {
 }
 
 /// The cost runs of issue 12's targets beyond the 48 kHz curve: PCM at the backend rates speech
-/// models use, and the PCM capacity of one loop with the cheapest shipped encoder.
+/// models use, the PCM capacity of one loop with the cheapest shipped encoder, and passthrough
+/// without coalescing as the baseline of what it saves.
 fn rate_and_capacity_runs() -> Vec<(String, Vec<usize>)> {
     vec![
         ("pcm16k".into(), vec![100, 250]),
@@ -122,5 +123,7 @@ fn rate_and_capacity_runs() -> Vec<(String, Vec<usize>)> {
             "pcm-lowdelay-c0".into(),
             vec![crate::scenarios::cost::CAPACITY_ARRIVALS],
         ),
+        // What read and write coalescing save, at the two points of target 1.
+        ("passthrough-uncoalesced".into(), vec![100, 1000]),
     ]
 }

@@ -35,6 +35,8 @@ pub struct TransceiverOpts<'a> {
     pub relay: Option<(SocketAddr, &'a str)>,
     /// Its downlink encoder (`--opus-bitrate`, `--opus-complexity`, `--opus-application`).
     pub encoder: EncoderSettings,
+    /// Further flags, e.g. [`crate::scenarios::cost::UNCOALESCED`].
+    pub flags: &'a [&'a str],
 }
 
 impl Default for TransceiverOpts<'_> {
@@ -44,6 +46,7 @@ impl Default for TransceiverOpts<'_> {
             netns: None,
             relay: None,
             encoder: EncoderSettings::BENCH,
+            flags: &[],
         }
     }
 }
@@ -80,6 +83,7 @@ impl<R: Ledger> Runner<'_, R> {
             .arg("--opus-complexity")
             .arg(o.encoder.complexity.to_string())
             .args(["--opus-application", o.encoder.application.as_arg()])
+            .args(o.flags)
             .env("RUST_LOG", "warn");
         if let Some((relay, key)) = o.relay {
             // The relay forwards from its internal socket on the same IP as its public one
