@@ -228,13 +228,13 @@ async fn serve(
         .with_time(keepalive)
         .with_interval(keepalive)
         .with_retries(3);
-    let coalesce = !config.no_grpc_write_coalescing;
+    let coalesce = config.grpc_write_coalescing;
     let incoming = TcpListenerStream::new(grpc).map(move |conn| {
         conn.map(|c| {
             let _ = c.set_nodelay(true);
             let _ = socket2::SockRef::from(&c).set_tcp_keepalive(&tcp_keepalive);
-            // One write per runtime tick per connection instead of one per frame (see
-            // `write_coalescing`): 5,000 → about 500 `writev`s a second at 100 sessions.
+            // With --grpc-write-coalescing, one write per runtime tick per connection instead
+            // of one per frame (see `write_coalescing`): 5,054 → 861 a second at 100 sessions.
             CoalescedWrites::new(c, coalesce)
         })
     });

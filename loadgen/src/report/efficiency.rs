@@ -72,7 +72,7 @@ fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
             num(pt, 2),
             num(paced, 2),
         );
-        // What the read and write coalescing save, against passthrough without them.
+        // What the read coalescing saves, against passthrough without it.
         let off = point(r_cost, "passthrough-uncoalesced", n).and_then(|p| us_per_packet(&p.runs));
         let _ = writeln!(
             md,

@@ -87,8 +87,7 @@ pub const COST_MODES: &[CostMode] = &[
         },
         flags: &[],
     },
-    // The baseline of the coalescing (issue 12): every datagram read as it wakes the loop and
-    // every gRPC frame written with its own system call, as before.
+    // The baseline of the read coalescing (issue 12): every datagram read as it wakes the loop.
     CostMode {
         name: "passthrough-uncoalesced",
         audio: AudioMode::OpusPassthrough,
@@ -98,8 +97,8 @@ pub const COST_MODES: &[CostMode] = &[
     },
 ];
 
-/// The transceiver flags that turn read and write coalescing off.
-pub const UNCOALESCED: &[&str] = &["--read-window-us", "0", "--no-grpc-write-coalescing"];
+/// The transceiver flags that turn read coalescing off.
+pub const UNCOALESCED: &[&str] = &["--read-window-us", "0"];
 
 /// The cost mode called `name`.
 pub fn cost_mode(name: &str) -> Option<&'static CostMode> {
@@ -429,8 +428,7 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
          at the same rate); *pcm-lowdelay-c0* runs the transceiver with `--opus-application lowdelay --opus-complexity 0`, \
          the cheapest encoder it ships (a backend may also ask for it per call: `Attach.encoder`; no floor was measured \
          with it); the others run the default encoder. *passthrough-uncoalesced* is passthrough with the transceiver's \
-         read and write coalescing off (`--read-window-us 0 --no-grpc-write-coalescing`): every datagram read as it wakes \
-         the loop, every gRPC frame written with its own system call.\n"
+         read coalescing off (`--read-window-us 0`): every datagram read as it wakes the loop.\n"
     );
     let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | loop wakeups per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
     let _ = writeln!(

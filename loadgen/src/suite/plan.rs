@@ -123,7 +123,7 @@ fn rate_and_capacity_runs() -> Vec<(String, Vec<usize>)> {
             "pcm-lowdelay-c0".into(),
             vec![crate::scenarios::cost::CAPACITY_ARRIVALS],
         ),
-        // What read and write coalescing save, at the two points of target 1.
+        // What read coalescing saves, at the two points of target 1.
         ("passthrough-uncoalesced".into(), vec![100, 1000]),
     ]
 }

@@ -213,10 +213,11 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_BACKEND_STALL_SECS", default_value_t = 5)]
     pub backend_stall_secs: u64,
 
-    /// Write each gRPC frame as it comes instead of coalescing a runtime tick's frames into
-    /// one system call per connection (see `backend::write_coalescing`); for comparisons.
-    #[arg(long, env = "VOXGATE_NO_GRPC_WRITE_COALESCING")]
-    pub no_grpc_write_coalescing: bool,
+    /// Coalesce a runtime tick's gRPC frames into one system call per connection instead of
+    /// one per frame (see `backend::write_coalescing`). Off by default: it saves CPU at low
+    /// load but doubled the setup p99 at 100 arrivals/s in an A/B (docs/SESSION_COST.md).
+    #[arg(long, env = "VOXGATE_GRPC_WRITE_COALESCING")]
+    pub grpc_write_coalescing: bool,
 
     /// Seconds between HTTP/2 PINGs (and TCP keepalive probes) on gRPC connections.
     #[arg(long, env = "VOXGATE_GRPC_KEEPALIVE_SECS", default_value_t = 10)]
