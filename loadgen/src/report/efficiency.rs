@@ -48,7 +48,6 @@ fn point<'a>(cost: &'a [CostPoint], mode: &str, sessions: usize) -> Option<&'a C
 /// Target 1: passthrough CPU per packet ≤ 2 × the bare forwarder's, at 100 and 1,000 sessions.
 fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
     let fwd = med(&r.relay.forwarder_max, |f| f.us_per_packet);
-    let r_cost = &r.cost;
     for n in [100, 1000] {
         let pt = point(&r.cost, "passthrough", n).and_then(|p| us_per_packet(&p.runs));
         let label =
@@ -63,17 +62,17 @@ fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
             .iter()
             .find(|p| p.sessions == n)
             .and_then(|p| med(&p.runs, |f| f.us_per_packet));
-        let r = ratio(pt, paced);
+        let vs_paced = ratio(pt, paced);
         let _ = writeln!(
             md,
             "| (context) the same, against the forwarder paced like {n} sessions ({n} flows of {} packets/s) | {} × ({} µs vs {} µs) | – |",
             SESSION_PPS,
-            num(r, 2),
+            num(vs_paced, 2),
             num(pt, 2),
             num(paced, 2),
         );
         // What the read coalescing saves, against passthrough without it.
-        let off = point(r_cost, "passthrough-uncoalesced", n).and_then(|p| us_per_packet(&p.runs));
+        let off = point(&r.cost, "passthrough-uncoalesced", n).and_then(|p| us_per_packet(&p.runs));
         let _ = writeln!(
             md,
             "| (context) the same, against passthrough with coalescing off (`{}`), {n} sessions | {} × ({} µs vs {} µs) | – |",

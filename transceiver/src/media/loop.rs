@@ -422,6 +422,10 @@ impl MediaLoop {
                 hold = self
                     .coalescing
                     .after_read(woke, received, self.budget.pending());
+            } else if held {
+                // The window brought no readiness edge, so nothing arrived: the rhythm ends
+                // and the loop waits on the socket again (no `recvmmsg` just to hear EAGAIN).
+                hold = self.coalescing.after_read(woke, 0, false);
             }
             if self.tcp.is_some() {
                 self.serve_tcp(&events);
