@@ -4,7 +4,6 @@
 //! counters and the hand-off histogram at both ends of the window.
 
 use std::io::Write as _;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use voxgate_testkit::Fleet;
@@ -152,7 +151,7 @@ impl<'a> Driver<'a> {
                 wake = wake.min(Instant::now() + Duration::from_millis(100));
             }
             self.fleet
-                .run_until(wake, |_| arrivals.pending.load(Ordering::Acquire) > 0);
+                .run_until(wake, |_| !arrivals.outcomes.is_empty());
             self.take_outcomes(arrivals)?;
             let now = Instant::now();
             if now >= self.next_tick {
@@ -178,7 +177,6 @@ impl<'a> Driver<'a> {
     /// Adds the sessions signaling finished to the fleet, counts the failures.
     fn take_outcomes(&mut self, arrivals: &Arrivals) -> anyhow::Result<()> {
         while let Ok(o) = arrivals.outcomes.try_recv() {
-            arrivals.pending.fetch_sub(1, Ordering::AcqRel);
             self.outcomes += 1;
             match o {
                 // Too late: the ramp was cut; the server times the session out by itself.

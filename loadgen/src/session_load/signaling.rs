@@ -4,7 +4,7 @@
 //! thread, ringing its doorbell so its poll wakes.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -91,7 +91,6 @@ fn signaling_thread(
     cfg: LoadConfig,
     jobs: Receiver<Job>,
     out: Sender<Outcome>,
-    pending: Arc<AtomicUsize>,
     doorbell: SocketAddr,
 ) {
     let bell = UdpSocket::bind(SocketAddr::new(cfg.bind_ip, 0)).ok();
@@ -110,7 +109,6 @@ fn signaling_thread(
         if out.send(outcome).is_err() {
             return;
         }
-        pending.fetch_add(1, Ordering::Release);
         if let Some(b) = &bell {
             let _ = b.send_to(&[0], doorbell);
         }
@@ -172,8 +170,6 @@ fn open_one(
 pub struct Arrivals {
     /// Signaling outcomes, one per released session.
     pub outcomes: Receiver<Outcome>,
-    /// Outcomes sent and not yet taken: the fleet's poll stops early while any wait.
-    pub pending: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     scheduler: JoinHandle<()>,
     threads: Vec<JoinHandle<()>>,
@@ -189,15 +185,13 @@ impl Arrivals {
     pub fn start(cfg: &LoadConfig, doorbell: SocketAddr) -> anyhow::Result<Arrivals> {
         let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
         let (out_tx, out_rx) = crossbeam_channel::unbounded::<Outcome>();
-        let pending = Arc::new(AtomicUsize::new(0));
         let mut threads = Vec::new();
         for i in 0..cfg.signaling_threads.max(1) {
-            let (cfg, jobs, out, pending) =
-                (cfg.clone(), job_rx.clone(), out_tx.clone(), pending.clone());
+            let (cfg, jobs, out) = (cfg.clone(), job_rx.clone(), out_tx.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("signal-{i}"))
-                    .spawn(move || signaling_thread(cfg, jobs, out, pending, doorbell))?,
+                    .spawn(move || signaling_thread(cfg, jobs, out, doorbell))?,
             );
         }
         drop(out_tx);
@@ -227,7 +221,6 @@ impl Arrivals {
         };
         Ok(Arrivals {
             outcomes: out_rx,
-            pending,
             stop,
             scheduler,
             threads,
