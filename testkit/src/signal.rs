@@ -28,8 +28,6 @@ pub struct SignalSource {
 }
 
 impl SignalSource {
-    /// A sine of `freq_hz` whose peak is `amplitude` × full scale (`amplitude` in `0.0..=1.0`).
-    /// A zero or negative frequency or amplitude gives silence.
     /// What the source will produce from here on, exactly: frequency, peak and phase bits.
     pub fn key(&self) -> (u64, u64, u64) {
         (
@@ -39,6 +37,8 @@ impl SignalSource {
         )
     }
 
+    /// A sine of `freq_hz` whose peak is `amplitude` × full scale (`amplitude` in `0.0..=1.0`).
+    /// A zero or negative frequency or amplitude gives silence.
     pub fn sine(freq_hz: f32, amplitude: f32) -> Self {
         let valid = freq_hz > 0.0 && amplitude > 0.0;
         SignalSource {

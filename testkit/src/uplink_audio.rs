@@ -13,7 +13,7 @@ use crate::signal::{SignalSource, FRAME_SAMPLES};
 
 /// Frames in the pre-encoded loop (one second).
 const LOOP_FRAMES: usize = 50;
-/// Distinct loops kept for reuse (a load generator's tones are a few hundred integers).
+/// Distinct loops kept for reuse (the load generator uses 16 tones; tests a handful).
 const LOOP_CACHE_MAX: usize = 4096;
 
 type Loop = Arc<[Arc<[u8]>]>;

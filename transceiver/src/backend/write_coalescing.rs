@@ -16,10 +16,11 @@
 //! (Nagle's algorithm stays off: see `main.rs`). Past [`WRITE_THROUGH_BYTES`] buffered, writes
 //! go to the socket at once, and a socket that does not take them pushes back as before.
 //!
-//! Opt-in (`--grpc-write-coalescing`): at 100 passthrough sessions it cut the transceiver's
-//! CPU per packet by a few percent to a third in A/B runs, but it doubled the setup p99 at 100
-//! arrivals/s (p99 POST → DTLS connected 76–106 ms off, 164–193 ms on), for reasons not yet
-//! found (docs/SESSION_COST.md, "Coalescing").
+//! Opt-in (`--grpc-write-coalescing`). It cuts `write`s from one per frame to one per tick
+//! (5,054 → 861 a second at 100 passthrough sessions), but no CPU saving showed in a later
+//! A/B (31.5–35.8 µs per packet on, 31.0–35.8 off, 3 runs each), and it doubled the setup p99
+//! at 100 arrivals/s while signaling still shared the gRPC runtime (p99 POST → DTLS connected
+//! 76–106 ms off, 164–193 ms on; docs/SESSION_COST.md, "Coalescing").
 //!
 //! The deferral uses only tokio's public API: `tokio::task::yield_now` registers a waker with
 //! the scheduler's defer list; ours records that it fired before waking the connection task.

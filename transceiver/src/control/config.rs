@@ -214,8 +214,9 @@ pub struct Config {
     pub backend_stall_secs: u64,
 
     /// Coalesce a runtime tick's gRPC frames into one system call per connection instead of
-    /// one per frame (see `backend::write_coalescing`). Off by default: it saves CPU at low
-    /// load but doubled the setup p99 at 100 arrivals/s in an A/B (docs/SESSION_COST.md).
+    /// one per frame (see `backend::write_coalescing`). Off by default: a CPU A/B showed no
+    /// saving, and it doubled the setup p99 at 100 arrivals/s in an earlier A/B
+    /// (docs/SESSION_COST.md).
     #[arg(long, env = "VOXGATE_GRPC_WRITE_COALESCING")]
     pub grpc_write_coalescing: bool,
 
