@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use voxgate_transceiver::control::config::{Config, KeySource, LogFormat};
 use voxgate_transceiver::control::plane::{ControlPlane, ControlPlaneConfig};
+use voxgate_transceiver::control::process_load;
 
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
@@ -124,6 +125,7 @@ fn run(config: Config) -> anyhow::Result<()> {
             },
             require_backend: config.require_backend,
             max_loop_busy: config.max_loop_busy,
+            max_process_cpu: config.max_process_cpu,
             max_sessions_per_ip: config.max_sessions_per_ip,
             rate_limit: config.rate_limit(),
             max_session: config.max_session_duration(),
@@ -235,6 +237,20 @@ async fn serve(
         let _in_signaling = signaling_runtime.enter();
         tokio::net::TcpListener::from_std(http).context("registering the signaling listener")?
     };
+    // On the signaling runtime, not the gRPC one: what it measures is the gRPC side running
+    // short of CPU, and it must go on sampling then.
+    let cores = process_load::usable_cores();
+    control.metrics.usable_cores(cores);
+    tracing::info!(
+        usable_cores = cores,
+        max_process_cpu = config.max_process_cpu,
+        "admission watches the process's CPU"
+    );
+    let sampler = signaling_runtime.spawn(process_load::run_sampler(
+        control.process_load(),
+        cores,
+        control.metrics.clone(),
+    ));
     let http_task = signaling_runtime.spawn(signaling_server::serve(
         http,
         app,
@@ -289,6 +305,7 @@ async fn serve(
     control.dispatch().send(DispatchMsg::Shutdown).await;
     let _ = stop_tx.send(true);
     http_task.await.context("signaling task")?;
+    sampler.abort();
     // Backend subscriptions (Work streams) stay open until backends hang up; don't wait long.
     if let Ok(r) = tokio::time::timeout(Duration::from_secs(2), grpc_task).await {
         r.context("gRPC task")?.context("gRPC server failed")?;

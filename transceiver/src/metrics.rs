@@ -369,6 +369,8 @@ pub struct Metrics {
     drops: Family<LoopReasonLabel, Counter>,
     sessions_active: Family<LoopLabel, Gauge>,
     loop_busy: Family<LoopLabel, Gauge<f64, AtomicU64>>,
+    process_cpu: Gauge<f64, AtomicU64>,
+    usable_cores: Gauge<f64, AtomicU64>,
     loop_scheduling: Family<LoopClassLabel, Gauge>,
     sessions_refused: Family<ReasonLabel, Counter>,
     wakeups: Family<LoopLabel, Counter>,
@@ -428,6 +430,8 @@ impl Metrics {
             drops: Family::default(),
             sessions_active: Family::default(),
             loop_busy: Family::default(),
+            process_cpu: Gauge::default(),
+            usable_cores: Gauge::default(),
             loop_scheduling: Family::default(),
             sessions_refused: Family::default(),
             wakeups: Family::default(),
@@ -520,6 +524,16 @@ impl Metrics {
             self.loop_busy.clone(),
         );
         registry.register(
+            "process_cpu_ratio",
+            "CPU time of the whole process (every thread) over the last 1 s, as a share of its usable cores",
+            self.process_cpu.clone(),
+        );
+        registry.register(
+            "usable_cores",
+            "Cores the process may use: its CPU affinity, capped by a cgroup CPU quota",
+            self.usable_cores.clone(),
+        );
+        registry.register(
             "loop_scheduling",
             "1 for the scheduling class a media loop's thread runs at (rt, high, normal; see --loop-priority)",
             self.loop_scheduling.clone(),
@@ -536,7 +550,7 @@ impl Metrics {
         );
         registry.register(
             "loop_rests",
-            "1 ms rests a saturated loop took after 10 ms without waiting, so other work on its core never starves (the kernel would take 50 ms at once)",
+            "0.2 ms rests a saturated loop took after 2 ms without waiting, so other work on its core never starves (the kernel would take 50 ms at once)",
             self.rests.clone(),
         );
         registry.register(
@@ -866,6 +880,14 @@ impl Metrics {
     }
 
     /// The dispatcher's state after each change.
+    pub fn process_cpu(&self, ratio: f64) {
+        self.process_cpu.set(ratio);
+    }
+
+    pub fn usable_cores(&self, cores: f64) {
+        self.usable_cores.set(cores);
+    }
+
     pub fn dispatch_state(&self, workers: usize, queued: usize) {
         self.backend_workers.set(workers as i64);
         self.dispatch_queued.set(queued as i64);

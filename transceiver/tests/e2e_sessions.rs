@@ -277,6 +277,121 @@ fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
     assert!(log.contains("a media loop has room again"), "{log}");
 }
 
+/// The process CPU gauge (share of usable cores over the last second) as a float.
+fn process_cpu(server: &ServerProcess) -> f64 {
+    metrics(server)
+        .lines()
+        .find(|l| l.starts_with("voxgate_process_cpu_ratio "))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Admission by the whole process's CPU: with the loops' own limit off and a (deliberately
+/// tiny) `--max-process-cpu`, an idle process takes sessions, refuses them with 503 +
+/// Retry-After once its sessions measurably cost CPU, keeps the admitted ones whole, and takes
+/// sessions again once their load is gone.
+#[test]
+fn a_process_short_of_cpu_refuses_new_sessions_until_its_load_falls() {
+    let limit = 0.01;
+    let server = ServerProcess::start(&[
+        "--loops",
+        "1",
+        "--max-loop-busy",
+        "1",
+        "--max-process-cpu",
+        "0.01",
+    ]);
+    // Start-up work (the DTLS certificate, the runtimes) must first leave the 1 s window.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_cpu(&server).is_nan() || process_cpu(&server) >= limit {
+        assert!(
+            Instant::now() < deadline,
+            "the idle process stayed at {} of its cores",
+            process_cpu(&server)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut fleet = Fleet::new().unwrap();
+    let mut refusal = None;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while refusal.is_none() && Instant::now() < deadline {
+        match fleet.open(client(&server, fleet.len() as u64, Duration::from_secs(20))) {
+            Ok(_) => {
+                fleet.run_for(Duration::from_millis(50));
+            }
+            Err(e) => refusal = Some(e),
+        }
+    }
+    let admitted = fleet.len();
+    let refusal = refusal.expect("no session was refused while the process worked");
+    assert!(admitted >= 1, "the idle process refused the first session");
+    assert_eq!(refusal.status(), Some(503), "{refusal}");
+    assert!(
+        refusal.to_string().contains("CPU is saturated"),
+        "the 503 says why: {refusal}"
+    );
+    let text = metrics(&server);
+    assert_eq!(
+        metric_sum(
+            &text,
+            "voxgate_sessions_refused_total",
+            &["reason=\"process_saturated\""]
+        ),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        metric_sum(
+            &text,
+            "voxgate_sessions_refused_total",
+            &["reason=\"loops_saturated\""]
+        ),
+        0
+    );
+    let raw = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
+    assert_eq!(raw.status, 503, "{}", raw.body);
+    assert_eq!(raw.header("retry-after").as_deref(), Some("1"));
+
+    // The admitted sessions were not disturbed.
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected()),
+        "{}/{admitted} admitted sessions connected",
+        fleet.connected_count()
+    );
+    fleet.run_for(Duration::from_secs(1));
+    for i in 0..fleet.len() {
+        let snap = fleet.server_state(i).unwrap();
+        assert!(
+            snap["counters"]["audio_packets_in"].as_u64().unwrap() > 0,
+            "admitted session {i} carries audio: {snap}"
+        );
+    }
+
+    // Load gone: within a few seconds the process takes sessions again.
+    for i in 0..fleet.len() {
+        fleet.delete(i).unwrap();
+    }
+    drop(fleet);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let accepted = loop {
+        let r = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
+        if r.status == 201 || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(accepted.status, 201, "{}", accepted.body);
+    let log = server.log_tail(400);
+    assert_eq!(
+        log.matches("the process's CPU is saturated: refusing")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("the process's CPU has room again"), "{log}");
+}
+
 #[test]
 fn ice_restart_keeps_the_session_on_its_loop_with_a_new_minted_ufrag() {
     let server = ServerProcess::start(&["--loops", "2", "--fleet-key", FLEET_KEY]);

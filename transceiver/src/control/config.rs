@@ -85,6 +85,15 @@ pub struct Config {
           value_parser = parse_busy_ratio)]
     pub max_loop_busy: f64,
 
+    /// Refuse new sessions (503 + Retry-After) while the whole process (media loops, gRPC,
+    /// signaling) used more than this share of its usable cores over the last second. Usable
+    /// cores are its CPU affinity capped by a cgroup CPU quota. A loop within its own limit can
+    /// still leave the gRPC side that feeds the backends short of CPU; this keeps their audio on
+    /// time. 1 turns the check off.
+    #[arg(long, env = "VOXGATE_MAX_PROCESS_CPU", default_value_t = 0.9,
+          value_parser = parse_busy_ratio)]
+    pub max_process_cpu: f64,
+
     /// Bearer token required on /v1/* when set.
     #[arg(long, env = "VOXGATE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,

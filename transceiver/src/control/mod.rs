@@ -2,7 +2,8 @@
 //!
 //! Owns: the process configuration ([`config`]), the WHIP-shaped HTTP edge ([`signaling`]), offer
 //! validation ([`offer`]), who a request really comes from behind trusted proxies
-//! ([`client_origin`]), which relay ingress a new session advertises ([`ingress`]), the session → loop index with admission ([`registry`]), and the
+//! ([`client_origin`]), which relay ingress a new session advertises ([`ingress`]), the session → loop index with admission ([`registry`]), the whole process's CPU share that
+//! admission also reads ([`process_load`]), and the
 //! [`plane::ControlPlane`] that ties them together and runs on the tokio runtime.
 //!
 //! May call: [`crate::media`] only through its handles (`LoopHandle` commands, `LoopEvent`s
@@ -22,6 +23,7 @@ pub mod config;
 pub mod ingress;
 pub mod offer;
 pub mod plane;
+pub mod process_load;
 pub mod rate_limit;
 pub mod registry;
 pub mod signaling;

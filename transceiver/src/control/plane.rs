@@ -22,6 +22,7 @@ use crate::control::offer::{validate_offer, OfferError};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints};
+use crate::media::busy_meter::SharedBusy;
 use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle, SessionEnded};
 use crate::media::session::{
     Candidates, EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
@@ -44,6 +45,10 @@ pub enum ControlError {
     LoopBusy(usize),
     #[error("every media loop is saturated (least busy at {0} %); try again or another instance")]
     LoopsSaturated(u32),
+    #[error(
+        "the transceiver's CPU is saturated ({0} % of its usable cores); try again or another instance"
+    )]
+    ProcessSaturated(u32),
     #[error("too many session requests from this address; retry after {} s", .0.as_secs().max(1))]
     RateLimited(Duration),
     #[error("this address already holds {0} sessions")]
@@ -65,6 +70,7 @@ impl ControlError {
             ControlError::NoBackend => Some("no_backend"),
             ControlError::LoopBusy(_) => Some("loop_queue_full"),
             ControlError::LoopsSaturated(_) => Some("loops_saturated"),
+            ControlError::ProcessSaturated(_) => Some("process_saturated"),
             ControlError::RateLimited(_) => Some("rate_limited"),
             ControlError::ClientCap(_) => Some("per_ip_sessions"),
             _ => None,
@@ -107,6 +113,9 @@ pub struct ControlPlaneConfig {
     pub require_backend: bool,
     /// A loop busier than this (share of wall time) takes no new session; 1 = no limit.
     pub max_loop_busy: f64,
+    /// No new session while the whole process uses more than this share of its usable cores
+    /// (last second); 1 = no limit.
+    pub max_process_cpu: f64,
     /// Concurrent sessions per client IP (IPv6 /64); 0 = no cap.
     pub max_sessions_per_ip: usize,
     /// POST token buckets per client IP.
@@ -127,6 +136,10 @@ pub struct ControlPlane {
     draining: AtomicBool,
     /// Whether the last admission found every loop saturated (logs only the transitions).
     saturated: AtomicBool,
+    /// The process's CPU share over the last second (`process_load::run_sampler` writes it).
+    process_load: SharedBusy,
+    /// Whether the last admission found the process saturated (logs only the transitions).
+    process_saturated: AtomicBool,
     dispatch: DispatchHandle,
     /// Held only for one bucket update, never across an await.
     rate_limiter: Mutex<RateLimiter>,
@@ -160,8 +173,40 @@ impl ControlPlane {
             serial: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             saturated: AtomicBool::new(false),
+            process_load: SharedBusy::default(),
+            process_saturated: AtomicBool::new(false),
             dispatch,
         })
+    }
+
+    /// Where the process's CPU share is published for admission (the sampler writes it).
+    pub fn process_load(&self) -> SharedBusy {
+        self.process_load.clone()
+    }
+
+    /// Refuses while the whole process is past `--max-process-cpu`: its loops may have room
+    /// while the gRPC side they feed is short of CPU (see `process_load`).
+    fn check_process_cpu(&self) -> Result<(), ControlError> {
+        let limit = self.config.max_process_cpu;
+        let ratio = self.process_load.ratio();
+        let saturated = limit < 1.0 && ratio >= limit;
+        if self.process_saturated.swap(saturated, Ordering::Relaxed) != saturated {
+            if saturated {
+                tracing::warn!(
+                    cpu_percent = (ratio * 100.0).round() as u32,
+                    limit = limit,
+                    "the process's CPU is saturated: refusing new sessions"
+                );
+            } else {
+                tracing::info!("the process's CPU has room again: admitting new sessions");
+            }
+        }
+        if saturated {
+            return Err(ControlError::ProcessSaturated(
+                (ratio * 100.0).round() as u32
+            ));
+        }
+        Ok(())
     }
 
     pub fn dispatch(&self) -> &DispatchHandle {
@@ -280,6 +325,7 @@ impl ControlPlane {
         if self.config.require_backend && !self.dispatch.has_room().await {
             return Err(ControlError::NoBackend);
         }
+        self.check_process_cpu()?;
         let busy: Vec<f64> = self.loops.iter().map(LoopHandle::busy_ratio).collect();
         let limit = self.config.max_loop_busy;
         let reservation = self

@@ -95,6 +95,7 @@ impl IntoResponse for ControlError {
             | ControlError::Draining
             | ControlError::LoopBusy(_)
             | ControlError::LoopsSaturated(_)
+            | ControlError::ProcessSaturated(_)
             | ControlError::NoBackend => StatusCode::SERVICE_UNAVAILABLE,
             ControlError::RateLimited(_) | ControlError::ClientCap(_) => {
                 StatusCode::TOO_MANY_REQUESTS

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 /// Length of one measurement window.
 pub const WINDOW: Duration = Duration::from_millis(500);
 
-/// Busy share of the last completed window, in parts per million, shared between a loop
-/// (writer) and the control plane (reader).
+/// A share in [0, 1], in parts per million, shared between one writer and its readers: a
+/// loop's busy share of its last completed window (the loop writes, the control plane reads),
+/// and the process's CPU share (`control::process_load`).
 #[derive(Debug, Clone, Default)]
 pub struct SharedBusy(Arc<AtomicU32>);
 
@@ -26,7 +27,7 @@ impl SharedBusy {
         f64::from(self.0.load(Ordering::Relaxed)) / 1e6
     }
 
-    fn set(&self, ratio: f64) {
+    pub(crate) fn set(&self, ratio: f64) {
         self.0
             .store((ratio.clamp(0.0, 1.0) * 1e6) as u32, Ordering::Relaxed);
     }
