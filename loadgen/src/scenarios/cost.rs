@@ -108,6 +108,21 @@ pub fn cost_mode(name: &str) -> Option<&'static CostMode> {
 /// Arrivals of the point whose admitted sessions are a loop's PCM capacity.
 pub const CAPACITY_ARRIVALS: usize = 500;
 
+/// Arrivals per second of the PCM capacity points. Admission reads CPU over the last second,
+/// and a session reaches its full cost a moment after it is admitted; at 100/s one loop
+/// admitted 163 PCM sessions where it serves about 105 on time (its backend then got uplink
+/// audio p50 443 ms late). 20/s lets admission follow, as steady production arrivals do.
+pub const CAPACITY_RATE: f64 = 20.0;
+
+/// The arrival rate of a cost point: [`CAPACITY_RATE`] for the PCM capacity points.
+fn arrival_rate(plan_rate: f64, n: usize, mode: &CostMode) -> f64 {
+    if n == CAPACITY_ARRIVALS && mode.audio == AudioMode::Pcm {
+        CAPACITY_RATE.min(plan_rate)
+    } else {
+        plan_rate
+    }
+}
+
 /// The parts of the results the cost runs write: the curve and the perf profiles.
 pub type CostSlots<R> = fn(&mut R) -> (&mut Vec<CostPoint>, &mut Vec<ServerProfile>);
 
@@ -209,7 +224,7 @@ fn cost_run<R: Ledger>(
         ..TransceiverOpts::default()
     };
     let t = s.start_transceiver(name, &opts)?;
-    let mut cfg = s.load_config(&t, n, s.plan.cost_rate);
+    let mut cfg = s.load_config(&t, n, arrival_rate(s.plan.cost_rate, n, mode));
     cfg.backend = Some(BackendConfig {
         sample_rate: mode.sample_rate,
         ..s.backend(&t, n, mode.audio, Runner::<R>::duty())
@@ -326,9 +341,19 @@ fn shortfall(r: &LoadResult, sessions: usize) -> String {
         .as_deref()
         .is_some_and(|e| e.contains("saturated"));
     if r.signaling_errors > 0 && saturated {
+        // The first refusal says which limit ended admission.
+        let why = if r
+            .first_signaling_error
+            .as_deref()
+            .is_some_and(|e| e.contains("CPU is saturated"))
+        {
+            "the process past --max-process-cpu"
+        } else {
+            "media loop past --max-loop-busy"
+        };
         notes.push(format!(
-            "capacity reached: the transceiver admitted {} of {} and refused {} with 503 (media \
-             loop past --max-loop-busy); measured at the admitted load",
+            "capacity reached: the transceiver admitted {} of {} and refused {} with 503 \
+             ({why}); measured at the admitted load",
             r.sessions_signaled, sessions, r.signaling_errors
         ));
     } else if r.signaling_errors > 0 {
@@ -414,12 +439,16 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
     let _ = writeln!(
         md,
         "Each session sends 50 Opus packets/s up; the built-in backend plays 1 s of audio every 2 s (PCM: 48 kHz PCM chunks, \
-         transcoded by the transceiver; passthrough: pre-encoded Opus packets). Arrivals at {}/s; measured over a {} s window \
-         once all sessions are up. CPU is the transceiver process's utime+stime from `/proc/<pid>/stat` (all its threads: media \
+         transcoded by the transceiver; passthrough: pre-encoded Opus packets). Arrivals at {}/s ({}/s for the PCM points of \
+         {} arrivals, where capacity is read); measured over a {} s window once all sessions are up. *backend p50 / p99 ms* \
+         is how late the backend received the uplink audio (client send to backend receive, one clock): what admitted \
+         callers get from a loaded server. CPU is the transceiver process's utime+stime from `/proc/<pid>/stat` (all its threads: media \
          loop, gRPC, signaling) over the window. *µs per packet* divides by every RTP audio packet the clients sent or \
          received in the window (RTCP, feedback and STUN consent are cost, not work); *loop wakeups per packet* divides the \
          media loops' wakeups (`voxgate_loop_wakeups_total`) by the same packets.\n",
         plan.map_or(0.0, |p| p.cost_rate),
+        CAPACITY_RATE,
+        CAPACITY_ARRIVALS,
         plan.map_or(0.0, |p| p.hold_secs)
     );
     let _ = writeln!(
@@ -430,10 +459,10 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
          with it); the others run the default encoder. *passthrough-uncoalesced* is passthrough with the transceiver's \
          read coalescing off (`--read-window-us 0`): every datagram read as it wakes the loop.\n"
     );
-    let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | loop wakeups per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | notes |");
+    let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | loop wakeups per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | backend p50 / p99 ms | notes |");
     let _ = writeln!(
         md,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for p in cost {
         point_row(md, p, floor_for(&p.mode, floors));
@@ -445,6 +474,17 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
          actually handled in the window (uplink packets sent decoded, downlink packets received encoded).\n"
     );
     let _ = writeln!(md, "![CPU per session](cpu_per_session.svg)\n");
+}
+
+/// The median over runs of a percentile of the backend's uplink latency, in ms (runs without
+/// samples left out).
+fn backend_latency_ms(runs: &[LoadResult], pick: fn(&crate::stats::Summary) -> f64) -> Option<f64> {
+    let v: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.media_latency_us.count > 0)
+        .map(|r| pick(&r.media_latency_us) / 1e3)
+        .collect();
+    median(&v)
 }
 
 /// Media-loop wakeups per audio packet the clients sent or received in the window: below 1, a
@@ -464,7 +504,7 @@ fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
     if p.runs.is_empty() {
         let _ = writeln!(
             md,
-            "| {} | {} | failed | | | | | | | | | | | |",
+            "| {} | {} | failed | | | | | | | | | | | | |",
             p.mode, p.sessions
         );
         return;
@@ -483,7 +523,7 @@ fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
     });
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {} / {} | {} |",
         p.mode,
         p.sessions,
         num(Some(up), 0),
@@ -501,6 +541,8 @@ fn point_row(md: &mut String, p: &CostPoint, floor: Option<&CodecFloor>) {
         num(med(runs, |x| 100.0 * x.loss.uplink_loss_ratio), 3),
         num(med(runs, |x| 100.0 * x.loss.downlink_loss_ratio), 3),
         num(lossy, 0),
+        num(backend_latency_ms(runs, |l| l.p50), 1),
+        num(backend_latency_ms(runs, |l| l.p99), 1),
         shortfall(&runs[0], p.sessions),
     );
 }

@@ -90,7 +90,7 @@ pub struct Config {
     /// cores are its CPU affinity capped by a cgroup CPU quota. A loop within its own limit can
     /// still leave the gRPC side that feeds the backends short of CPU; this keeps their audio on
     /// time. 1 turns the check off.
-    #[arg(long, env = "VOXGATE_MAX_PROCESS_CPU", default_value_t = 0.9,
+    #[arg(long, env = "VOXGATE_MAX_PROCESS_CPU", default_value_t = 0.85,
           value_parser = parse_busy_ratio)]
     pub max_process_cpu: f64,
 
