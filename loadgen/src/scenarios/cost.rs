@@ -109,10 +109,11 @@ pub fn cost_mode(name: &str) -> Option<&'static CostMode> {
 pub const CAPACITY_ARRIVALS: usize = 500;
 
 /// Arrivals per second of the PCM capacity points. Admission reads CPU over the last second,
-/// and a session reaches its full cost a moment after it is admitted; at 100/s one loop
-/// admitted 163 PCM sessions where it serves about 105 on time (its backend then got uplink
-/// audio p50 443 ms late). 20/s lets admission follow, as steady production arrivals do.
-pub const CAPACITY_RATE: f64 = 20.0;
+/// and a session reaches its full cost only once its backend talks (the duty backend: 1 s of
+/// every 2). Ramping 250 PCM sessions onto one core (`--max-process-cpu` 0.85): at 100/s it
+/// admitted 187 and its backend got uplink audio p50 428 ms, p99 984 ms late; at 20/s 132
+/// (p99 239 ms); at 10/s 110, at 0.83 of the core, p99 14 ms. 10/s lets admission follow.
+pub const CAPACITY_RATE: f64 = 10.0;
 
 /// The arrival rate of a cost point: [`CAPACITY_RATE`] for the PCM capacity points.
 fn arrival_rate(plan_rate: f64, n: usize, mode: &CostMode) -> f64 {
