@@ -392,6 +392,7 @@ pub struct Metrics {
     bridge_refused: Family<LoopReasonLabel, Counter>,
     unrouted: Family<LoopLabel, Counter>,
     handoff: Family<LoopLabel, BulkHistogram>,
+    uplink_queue: Histogram,
     tcp_accepted: Family<LoopLabel, Counter>,
     tcp_closed: Family<LoopReasonLabel, Counter>,
     tcp_frames_in: Family<LoopLabel, Counter>,
@@ -453,6 +454,9 @@ impl Metrics {
             bridge_refused: Family::default(),
             unrouted: Family::default(),
             handoff: Family::default(),
+            uplink_queue: Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(0.000_25, 2.0, 14),
+            ),
             tcp_accepted: Family::default(),
             tcp_closed: Family::default(),
             tcp_frames_in: Family::default(),
@@ -641,6 +645,11 @@ impl Metrics {
             "bridge_uplink_handoff_seconds",
             "Socket arrival of a caller's Opus packet to its PCM frame queued for the backends",
             self.handoff.clone(),
+        );
+        registry.register(
+            "bridge_uplink_queue_seconds",
+            "From an uplink datagram's arrival to its frame leaving the uplink queue for the owner's gRPC stream: the loop's hand-off plus the wait for the gRPC side (0.25 ms to 2 s)",
+            self.uplink_queue.clone(),
         );
     }
 
@@ -880,6 +889,12 @@ impl Metrics {
     }
 
     /// The dispatcher's state after each change.
+    /// The histogram owners' uplink streams observe each frame's wait in (see
+    /// `backend::bridge_service`).
+    pub fn uplink_queue_histogram(&self) -> Histogram {
+        self.uplink_queue.clone()
+    }
+
     pub fn process_cpu(&self, ratio: f64) {
         self.process_cpu.set(ratio);
     }

@@ -141,6 +141,27 @@ fn uplink_pcm_matches_each_callers_tone_for_20_sessions() {
         &["le=\"+Inf\""],
     );
     assert_eq!(inf, observed, "buckets are cumulative up to +Inf");
+    // And each frame the backend received left its uplink queue through the wait histogram;
+    // a frame waits in the queue at least as long as its hand-off into it took.
+    let queued = metric_sum(&text, "voxgate_bridge_uplink_queue_seconds_count", &[]);
+    assert!(
+        queued as usize >= frames,
+        "{queued} frames left their queues, {frames} received"
+    );
+    let quick_handoffs = metric_sum(
+        &text,
+        "voxgate_bridge_uplink_handoff_seconds_bucket",
+        &["le=\"0.001\""],
+    );
+    let quick_waits = metric_sum(
+        &text,
+        "voxgate_bridge_uplink_queue_seconds_bucket",
+        &["le=\"0.001\""],
+    );
+    assert!(
+        quick_waits * observed <= quick_handoffs * queued + queued,
+        "no larger share of frames left the queue within 1 ms ({quick_waits} of {queued}) than entered it within 1 ms ({quick_handoffs} of {observed})"
+    );
 }
 
 #[test]

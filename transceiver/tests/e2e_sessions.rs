@@ -196,18 +196,34 @@ fn loop_busy(server: &ServerProcess, loop_label: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// Admission control by load: with a (deliberately tiny) `--max-loop-busy`, sessions are taken
-/// while the loop is idle, then refused with 503 + Retry-After once the loop measurably works,
-/// and taken again once their load is gone. The sessions already admitted keep their audio.
-#[test]
-fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
-    let server = ServerProcess::start(&["--loops", "1", "--max-loop-busy", "0.001"]);
+/// One limit of admission by load, as the tests below see it.
+struct LoadLimit {
+    /// What the limit measures (for messages).
+    what: &'static str,
+    /// In the 503's body.
+    says: &'static str,
+    /// `reason` of `voxgate_sessions_refused_total`.
+    reason: &'static str,
+    /// Logged once when refusals begin, and once when they end.
+    log_refusing: &'static str,
+    log_room: &'static str,
+}
+
+/// Opens sessions that send audio until `server` refuses one by `limit`, then checks the 503
+/// (why, Retry-After, the counter, one log line), that `loaded` holds while the load is there,
+/// that the admitted sessions kept their audio, and that sessions are taken again once their
+/// load is gone.
+fn refuses_by_load_until_it_falls(
+    server: &ServerProcess,
+    limit: &LoadLimit,
+    loaded: impl Fn(&ServerProcess),
+) {
     let mut fleet = Fleet::new().unwrap();
     // Each admitted session sends audio for 20 s; open sessions until one is refused.
     let mut refusal = None;
     let deadline = Instant::now() + Duration::from_secs(15);
     while refusal.is_none() && Instant::now() < deadline {
-        match fleet.open(client(&server, fleet.len() as u64, Duration::from_secs(20))) {
+        match fleet.open(client(server, fleet.len() as u64, Duration::from_secs(20))) {
             Ok(_) => {
                 fleet.run_for(Duration::from_millis(50));
             }
@@ -215,23 +231,33 @@ fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
         }
     }
     let admitted = fleet.len();
-    let refusal = refusal.expect("no session was refused while the loop worked");
-    assert!(admitted >= 1, "the idle loop refused the first session");
+    let refusal =
+        refusal.unwrap_or_else(|| panic!("no session was refused while {} worked", limit.what));
+    assert!(
+        admitted >= 1,
+        "the idle {} refused the first session",
+        limit.what
+    );
     assert_eq!(refusal.status(), Some(503), "{refusal}");
     assert!(
-        refusal.to_string().contains("saturated"),
+        refusal.to_string().contains(limit.says),
         "the 503 says why: {refusal}"
     );
-    let text = metrics(&server);
-    assert_eq!(
+    let text = metrics(server);
+    let refused = |reason: &str| {
         metric_sum(
             &text,
             "voxgate_sessions_refused_total",
-            &["reason=\"loops_saturated\""]
-        ),
-        1
-    );
-    assert!(loop_busy(&server, "loop=\"0\"") >= 0.001, "{text}");
+            &[&format!("reason=\"{reason}\"")],
+        )
+    };
+    assert_eq!(refused(limit.reason), 1, "{text}");
+    for other in ["loops_saturated", "process_saturated"] {
+        if other != limit.reason {
+            assert_eq!(refused(other), 0, "{text}");
+        }
+    }
+    loaded(server);
     // A raw POST shows the Retry-After.
     let raw = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
     assert_eq!(raw.status, 503, "{}", raw.body);
@@ -253,11 +279,12 @@ fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
         );
     }
 
-    // Load gone: within a couple of windows the loop takes sessions again.
+    // Load gone: within a few seconds sessions are taken again.
     for i in 0..fleet.len() {
         fleet.delete(i).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
+    drop(fleet);
+    let deadline = Instant::now() + Duration::from_secs(10);
     let accepted = loop {
         let r = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
         if r.status == 201 || Instant::now() > deadline {
@@ -268,13 +295,26 @@ fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
     assert_eq!(accepted.status, 201, "{}", accepted.body);
     // Operators see the transitions, once each, not a line per refused POST.
     let log = server.log_tail(400);
-    assert_eq!(
-        log.matches("every media loop is saturated: refusing")
-            .count(),
-        1,
-        "{log}"
-    );
-    assert!(log.contains("a media loop has room again"), "{log}");
+    assert_eq!(log.matches(limit.log_refusing).count(), 1, "{log}");
+    assert!(log.contains(limit.log_room), "{log}");
+}
+
+/// Admission control by load: with a (deliberately tiny) `--max-loop-busy`, sessions are taken
+/// while the loop is idle, then refused with 503 + Retry-After once the loop measurably works,
+/// and taken again once their load is gone. The sessions already admitted keep their audio.
+#[test]
+fn a_saturated_loop_refuses_new_sessions_until_its_load_falls() {
+    let server = ServerProcess::start(&["--loops", "1", "--max-loop-busy", "0.001"]);
+    let limit = LoadLimit {
+        what: "loop",
+        says: "every media loop is saturated",
+        reason: "loops_saturated",
+        log_refusing: "every media loop is saturated: refusing",
+        log_room: "a media loop has room again",
+    };
+    refuses_by_load_until_it_falls(&server, &limit, |server| {
+        assert!(loop_busy(server, "loop=\"0\"") >= 0.001);
+    });
 }
 
 /// The process CPU gauge (share of usable cores over the last second) as a float.
@@ -286,10 +326,8 @@ fn process_cpu(server: &ServerProcess) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// Admission by the whole process's CPU: with the loops' own limit off and a (deliberately
-/// tiny) `--max-process-cpu`, an idle process takes sessions, refuses them with 503 +
-/// Retry-After once its sessions measurably cost CPU, keeps the admitted ones whole, and takes
-/// sessions again once their load is gone.
+/// Admission by the whole process's CPU: the same, with the loops' own limit off and a
+/// (deliberately tiny) `--max-process-cpu`.
 #[test]
 fn a_process_short_of_cpu_refuses_new_sessions_until_its_load_falls() {
     let limit = 0.01;
@@ -319,85 +357,16 @@ fn a_process_short_of_cpu_refuses_new_sessions_until_its_load_falls() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let mut fleet = Fleet::new().unwrap();
-    let mut refusal = None;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while refusal.is_none() && Instant::now() < deadline {
-        match fleet.open(client(&server, fleet.len() as u64, Duration::from_secs(20))) {
-            Ok(_) => {
-                fleet.run_for(Duration::from_millis(50));
-            }
-            Err(e) => refusal = Some(e),
-        }
-    }
-    let admitted = fleet.len();
-    let refusal = refusal.expect("no session was refused while the process worked");
-    assert!(admitted >= 1, "the idle process refused the first session");
-    assert_eq!(refusal.status(), Some(503), "{refusal}");
-    assert!(
-        refusal.to_string().contains("CPU is saturated"),
-        "the 503 says why: {refusal}"
-    );
-    let text = metrics(&server);
-    assert_eq!(
-        metric_sum(
-            &text,
-            "voxgate_sessions_refused_total",
-            &["reason=\"process_saturated\""]
-        ),
-        1,
-        "{text}"
-    );
-    assert_eq!(
-        metric_sum(
-            &text,
-            "voxgate_sessions_refused_total",
-            &["reason=\"loops_saturated\""]
-        ),
-        0
-    );
-    let raw = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
-    assert_eq!(raw.status, 503, "{}", raw.body);
-    assert_eq!(raw.header("retry-after").as_deref(), Some("1"));
-
-    // The admitted sessions were not disturbed.
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .all_connected()),
-        "{}/{admitted} admitted sessions connected",
-        fleet.connected_count()
-    );
-    fleet.run_for(Duration::from_secs(1));
-    for i in 0..fleet.len() {
-        let snap = fleet.server_state(i).unwrap();
-        assert!(
-            snap["counters"]["audio_packets_in"].as_u64().unwrap() > 0,
-            "admitted session {i} carries audio: {snap}"
-        );
-    }
-
-    // Load gone: within a few seconds the process takes sessions again.
-    for i in 0..fleet.len() {
-        fleet.delete(i).unwrap();
-    }
-    drop(fleet);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let accepted = loop {
-        let r = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
-        if r.status == 201 || Instant::now() > deadline {
-            break r;
-        }
-        std::thread::sleep(Duration::from_millis(300));
+    let load_limit = LoadLimit {
+        what: "process",
+        says: "the transceiver's CPU is saturated",
+        reason: "process_saturated",
+        log_refusing: "the process's CPU is saturated: refusing",
+        log_room: "the process's CPU has room again",
     };
-    assert_eq!(accepted.status, 201, "{}", accepted.body);
-    let log = server.log_tail(400);
-    assert_eq!(
-        log.matches("the process's CPU is saturated: refusing")
-            .count(),
-        1,
-        "{log}"
-    );
-    assert!(log.contains("the process's CPU has room again"), "{log}");
+    refuses_by_load_until_it_falls(&server, &load_limit, |server| {
+        assert!(process_cpu(server) >= limit);
+    });
 }
 
 #[test]
