@@ -19,6 +19,7 @@ use crate::backend::dispatch::SessionInfo;
 use crate::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
 use crate::control::ingress::{IngressChoice, IngressSelector};
 use crate::control::offer::{validate_offer, OfferError};
+use crate::control::process_load::{projected, YoungSessions};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints};
@@ -46,7 +47,8 @@ pub enum ControlError {
     #[error("every media loop is saturated (least busy at {0} %); try again or another instance")]
     LoopsSaturated(u32),
     #[error(
-        "the transceiver's CPU is saturated ({0} % of its usable cores); try again or another instance"
+        "the transceiver's CPU is saturated ({0} % of its usable cores, counting the sessions it \
+         just admitted); try again or another instance"
     )]
     ProcessSaturated(u32),
     #[error("too many session requests from this address; retry after {} s", .0.as_secs().max(1))]
@@ -140,6 +142,9 @@ pub struct ControlPlane {
     process_load: SharedBusy,
     /// Whether the last admission found the process saturated (logs only the transitions).
     process_saturated: AtomicBool,
+    /// Sessions admitted too recently for the CPU window to show their cost; held only for one
+    /// update, never across an await.
+    young: Mutex<YoungSessions>,
     dispatch: DispatchHandle,
     /// Held only for one bucket update, never across an await.
     rate_limiter: Mutex<RateLimiter>,
@@ -166,6 +171,7 @@ impl ControlPlane {
                 metrics.sessions_reserved_gauge(),
             ),
             rate_limiter: Mutex::new(RateLimiter::new(config.rate_limit, Instant::now())),
+            young: Mutex::new(YoungSessions::new(config.max_sessions)),
             loops,
             metrics,
             config,
@@ -188,12 +194,21 @@ impl ControlPlane {
     /// while the gRPC side they feed is short of CPU (see `process_load`).
     fn check_process_cpu(&self) -> Result<(), ControlError> {
         let limit = self.config.max_process_cpu;
-        let ratio = self.process_load.ratio();
-        let saturated = limit < 1.0 && ratio >= limit;
+        if limit >= 1.0 {
+            return Ok(());
+        }
+        let young = self
+            .young
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .count(Instant::now());
+        let ratio = projected(self.process_load.ratio(), self.registry.len(), young);
+        let saturated = ratio >= limit;
         if self.process_saturated.swap(saturated, Ordering::Relaxed) != saturated {
             if saturated {
                 tracing::warn!(
                     cpu_percent = (ratio * 100.0).round() as u32,
+                    young_sessions = young,
                     limit = limit,
                     "the process's CPU is saturated: refusing new sessions"
                 );
@@ -388,6 +403,10 @@ impl ControlPlane {
         // Commit before awaiting: the loop may end the session (and report it) at any time
         // after inserting it.
         self.registry.commit(reservation, id, ingress.clone());
+        self.young
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admitted(Instant::now());
         if rx.await.is_err() {
             self.registry.remove(id);
             return Err(ControlError::Internal("media loop stopped".into()));

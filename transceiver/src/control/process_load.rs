@@ -65,6 +65,68 @@ impl CpuWindow {
     }
 }
 
+/// A session costs its full CPU only some time after it is admitted: its handshakes first,
+/// then its uplink, and its downlink encoder only once its backend talks (1 s of every 2 with
+/// the benchmark's duty backend). Sessions younger than this are not yet in the CPU window.
+pub const YOUNG: Duration = Duration::from_secs(2);
+
+/// Below this many settled sessions there is no per-session cost to extrapolate from, and the
+/// window's ratio is used as it is (a burst onto an idle process still overshoots).
+pub const MIN_SETTLED: usize = 20;
+
+/// The admission instants of the last [`YOUNG`], to project the CPU the process will use once
+/// they cost what the settled sessions cost. Without it, sessions arriving at 10/s onto one
+/// core overshot to 127 PCM sessions (`scripts/bench --full`), at 0.97 of the core, with the
+/// backends' uplink audio p99 546 ms late, because each admission saw a window that did not
+/// yet hold the cost of the 20-odd sessions admitted before it.
+#[derive(Debug)]
+pub struct YoungSessions {
+    admitted: VecDeque<Instant>,
+    /// Bound on the instants kept (a flood of admissions keeps only the newest).
+    cap: usize,
+}
+
+impl YoungSessions {
+    pub fn new(cap: usize) -> Self {
+        YoungSessions {
+            admitted: VecDeque::new(),
+            cap: cap.max(1),
+        }
+    }
+
+    /// Records a session admitted at `now`.
+    pub fn admitted(&mut self, now: Instant) {
+        if self.admitted.len() == self.cap {
+            self.admitted.pop_front();
+        }
+        self.admitted.push_back(now);
+    }
+
+    /// Sessions admitted within [`YOUNG`] before `now`.
+    pub fn count(&mut self, now: Instant) -> usize {
+        while self
+            .admitted
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= YOUNG)
+        {
+            self.admitted.pop_front();
+        }
+        self.admitted.len()
+    }
+}
+
+/// The process's CPU share once its young sessions cost what its settled ones do: `ratio`
+/// scaled by all sessions over the settled ones. It overstates a little (the young sessions'
+/// handshakes and partial costs are already in `ratio`), so a ramp slows as it nears the limit
+/// and goes on once the young sessions have settled.
+pub fn projected(ratio: f64, sessions: usize, young: usize) -> f64 {
+    let settled = sessions.saturating_sub(young);
+    if settled < MIN_SETTLED || young == 0 {
+        return ratio;
+    }
+    ratio * sessions as f64 / settled as f64
+}
+
 /// Cores this process may run on: its CPU affinity, capped by a cgroup CPU quota (a container's
 /// `limits.cpu`), as the standard library reads them.
 pub fn usable_cores() -> f64 {
@@ -156,6 +218,32 @@ mod tests {
         let mut w = CpuWindow::new(0.0, ms(1000));
         w.sample(t0, ms(0));
         assert_eq!(w.sample(t0 + ms(100), ms(250)), Some(1.0));
+    }
+
+    #[test]
+    fn young_sessions_are_those_of_the_last_two_seconds_and_bounded() {
+        let t0 = Instant::now();
+        let mut y = YoungSessions::new(3);
+        y.admitted(t0);
+        y.admitted(t0 + ms(500));
+        assert_eq!(y.count(t0 + ms(1000)), 2);
+        assert_eq!(y.count(t0 + ms(2000)), 1, "the first is settled at 2 s");
+        assert_eq!(y.count(t0 + ms(2500)), 0);
+        for i in 0..10 {
+            y.admitted(t0 + ms(3000 + i));
+        }
+        assert_eq!(y.count(t0 + ms(3100)), 3, "only the newest `cap` are kept");
+    }
+
+    #[test]
+    fn the_projection_counts_young_sessions_at_the_settled_ones_cost() {
+        // 80 settled sessions use 0.6 of the cores; 20 more are young: 0.75 once they settle.
+        assert!((projected(0.6, 100, 20) - 0.75).abs() < 1e-9);
+        // Nothing young: the window as it is.
+        assert_eq!(projected(0.6, 100, 0), 0.6);
+        // Too few settled sessions to extrapolate from (a burst onto an idle process).
+        assert_eq!(projected(0.1, 60, 45), 0.1);
+        assert_eq!(projected(0.1, 10, 10), 0.1);
     }
 
     #[test]
