@@ -75,9 +75,10 @@ function makeWav(dir) {
     // The capture loops the file from getUserMedia on, not from the connection: with a 10 s
     // period, a call that connected just as the 3.9 s of speech ended (a UDP-blocked caller
     // falls back to TCP after ~3.4 s) heard its first echo ~10.6 s later, after a 9 s hold, and
-    // the test failed about one run in ten. With 6 s an utterance ends (0.6 s of silence)
-    // within 6.6 s of connecting wherever the loop stands, and 2.1 s of silence leave the
-    // echo time to play before the next words barge in.
+    // udp_blocked's direct-mode test failed in CI (inbound audio 0; its retry passed); the
+    // connect time puts the loop's phase near that edge every run. With 6 s an utterance ends
+    // (0.6 s of silence) within 6.6 s of connecting wherever the loop stands, and 2.1 s of
+    // silence leave the echo time to play before the next words barge in.
     execFileSync('sox', [raw, '-r', '48000', '-c', '1', '-b', '16', wav, 'pad', '0', '6', 'trim', '0', '6'], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
