@@ -233,6 +233,27 @@ impl TcpCounters {
     }
 }
 
+/// Why a backend message on a `Multiplex` stream was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MultiplexDrop {
+    /// For a channel never attached, or already closed.
+    UnknownChannel,
+    /// Past the messages that may wait for a channel's attach.
+    AttachPending,
+    /// The channel's downlink queue had no room (audio: none beyond the control reserve).
+    DownlinkFull,
+}
+
+impl MultiplexDrop {
+    fn as_str(self) -> &'static str {
+        match self {
+            MultiplexDrop::UnknownChannel => "unknown_channel",
+            MultiplexDrop::AttachPending => "attach_pending",
+            MultiplexDrop::DownlinkFull => "downlink_full",
+        }
+    }
+}
+
 /// Why a media loop dropped a datagram without handing it to a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
@@ -402,6 +423,11 @@ pub struct Metrics {
     backend_workers: Gauge,
     dispatch_queued: Gauge,
     dispatches: Counter,
+    /// `Multiplex` streams: open streams, uplink batches and their messages, drops by reason.
+    multiplex_streams: Gauge,
+    multiplex_batches: Counter,
+    multiplex_messages: Counter,
+    multiplex_dropped: Family<ReasonLabel, Counter>,
     /// Control-plane hardening (issue 11): admission slots, refusals by reason, backends.
     sessions_reserved: Gauge,
     signaling_rejected: Family<ReasonLabel, Counter>,
@@ -473,6 +499,10 @@ impl Metrics {
             untrusted_header: Family::default(),
             forwarded_for_malformed: Counter::default(),
             dispatches: Counter::default(),
+            multiplex_streams: Gauge::default(),
+            multiplex_batches: Counter::default(),
+            multiplex_messages: Counter::default(),
+            multiplex_dropped: Family::default(),
             registry: Registry::default(),
         };
         // Registration order is the exposition order.
@@ -669,6 +699,26 @@ impl Metrics {
             "dispatches",
             "Sessions offered to backend workers",
             self.dispatches.clone(),
+        );
+        registry.register(
+            "multiplex_streams",
+            "Open Multiplex streams (many sessions on one gRPC stream)",
+            self.multiplex_streams.clone(),
+        );
+        registry.register(
+            "multiplex_uplink_batches",
+            "Uplink messages of Multiplex streams (each carries many channels' messages)",
+            self.multiplex_batches.clone(),
+        );
+        registry.register(
+            "multiplex_uplink_messages",
+            "Channel messages carried in Multiplex uplink batches",
+            self.multiplex_messages.clone(),
+        );
+        registry.register(
+            "multiplex_dropped",
+            "Backend messages on Multiplex streams dropped, by reason (unknown_channel, attach_pending, downlink_full)",
+            self.multiplex_dropped.clone(),
         );
     }
 
@@ -910,6 +960,25 @@ impl Metrics {
 
     pub fn dispatched(&self) {
         self.dispatches.inc();
+    }
+
+    /// A `Multiplex` stream opened (`+1`) or ended (`-1`).
+    pub fn multiplex_streams(&self, delta: i64) {
+        self.multiplex_streams.inc_by(delta);
+    }
+
+    /// A `Multiplex` uplink message carrying `messages` channel messages went out.
+    pub fn multiplex_batch(&self, messages: usize) {
+        self.multiplex_batches.inc();
+        self.multiplex_messages.inc_by(messages as u64);
+    }
+
+    pub fn multiplex_dropped(&self, reason: MultiplexDrop) {
+        self.multiplex_dropped
+            .get_or_create(&ReasonLabel {
+                reason: reason.as_str().to_string(),
+            })
+            .inc();
     }
 
     pub fn signaling_response(&self, status: u16) {

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::backend::{TestTap, TestWorker};
+use support::backend::{TestTap, TestWorker, Transport};
 use support::{drive_until, http_get, metric_sum, wait_metric, ServerProcess};
 use voxgate_testkit::signal::dominant_frequency;
 use voxgate_testkit::{Fleet, SessionConfig};
@@ -56,8 +56,19 @@ fn one_call(
     tone_hz: f32,
     tweak: impl FnOnce(SessionConfig) -> SessionConfig,
 ) -> OneCall {
+    one_call_over(Transport::Session, rate, mode, tone_hz, tweak)
+}
+
+/// [`one_call`] with the backend attached over `transport`.
+fn one_call_over(
+    transport: Transport,
+    rate: u32,
+    mode: voxgate_proto::bridge::AudioMode,
+    tone_hz: f32,
+    tweak: impl FnOnce(SessionConfig) -> SessionConfig,
+) -> OneCall {
     let server = ServerProcess::start(&["--loops", "1"]);
-    let worker = TestWorker::start_with_mode(&server.grpc_url, "w1", 4, rate, mode);
+    let worker = TestWorker::start_over(&server.grpc_url, "w1", 4, rate, mode, transport);
     let cfg = tweak(client(&server, tone_hz, Duration::from_secs(30)));
     call_to(server, worker, cfg)
 }
@@ -85,8 +96,24 @@ fn call_to(server: ServerProcess, worker: TestWorker, cfg: SessionConfig) -> One
 
 #[test]
 fn uplink_pcm_matches_each_callers_tone_for_20_sessions() {
+    uplink_pcm_matches_each_callers_tone(Transport::Session);
+}
+
+#[test]
+fn uplink_pcm_matches_each_callers_tone_on_20_channels_of_one_multiplex_stream() {
+    uplink_pcm_matches_each_callers_tone(Transport::Multiplex);
+}
+
+fn uplink_pcm_matches_each_callers_tone(transport: Transport) {
     let server = ServerProcess::start(&["--loops", "2"]);
-    let worker = TestWorker::start(&server.grpc_url, "w1", 20, 24_000);
+    let worker = TestWorker::start_over(
+        &server.grpc_url,
+        "w1",
+        20,
+        24_000,
+        voxgate_proto::bridge::AudioMode::Pcm,
+        transport,
+    );
     let mut fleet = Fleet::new().unwrap();
     let tones: Vec<f32> = (0..20).map(|i| 300.0 + 45.0 * i as f32).collect();
     for t in &tones {
@@ -162,22 +189,49 @@ fn uplink_pcm_matches_each_callers_tone_for_20_sessions() {
         quick_waits * observed <= quick_handoffs * queued + queued,
         "no larger share of frames left the queue within 1 ms ({quick_waits} of {queued}) than entered it within 1 ms ({quick_handoffs} of {observed})"
     );
+    if transport == Transport::Multiplex {
+        // One stream carried every frame, several channels' messages per gRPC message.
+        let batches = metric_sum(&text, "voxgate_multiplex_uplink_batches_total", &[]);
+        let messages = metric_sum(&text, "voxgate_multiplex_uplink_messages_total", &[]);
+        assert!(
+            messages as usize >= frames,
+            "{messages} messages, {frames} frames"
+        );
+        assert!(
+            messages > batches,
+            "{messages} messages in {batches} batches"
+        );
+        assert_eq!(metric_sum(&text, "voxgate_multiplex_streams", &[]), 1);
+    }
 }
 
 #[test]
 fn downlink_tone_reaches_the_caller_paced_at_20ms() {
+    downlink_tone_reaches_the_caller_paced(Transport::Session);
+}
+
+#[test]
+fn downlink_tone_on_a_multiplex_channel_reaches_the_caller_paced_at_20ms() {
+    downlink_tone_reaches_the_caller_paced(Transport::Multiplex);
+}
+
+fn downlink_tone_reaches_the_caller_paced(transport: Transport) {
     let OneCall {
         server: _server,
         worker,
         mut fleet,
         i,
         id,
-    } = one_call(48_000, voxgate_proto::bridge::AudioMode::Pcm, 440.0, |c| {
-        SessionConfig {
+    } = one_call_over(
+        transport,
+        48_000,
+        voxgate_proto::bridge::AudioMode::Pcm,
+        440.0,
+        |c| SessionConfig {
             amplitude: 0.0,
             ..c
-        }
-    });
+        },
+    );
     // Two seconds of 880 Hz, sent at once: the transceiver must pace it, not burst it.
     worker.play(&id, &tone(880.0, 2.0, 48_000), "reply-1");
     fleet.run_for(Duration::from_millis(2600));
@@ -217,13 +271,28 @@ fn downlink_tone_reaches_the_caller_paced_at_20ms() {
 
 #[test]
 fn clear_stops_audio_within_40ms_and_reports_played_time() {
+    clear_stops_audio_and_reports_played_time(Transport::Session);
+}
+
+#[test]
+fn clear_on_a_multiplex_channel_stops_audio_within_40ms_and_reports_played_time() {
+    clear_stops_audio_and_reports_played_time(Transport::Multiplex);
+}
+
+fn clear_stops_audio_and_reports_played_time(transport: Transport) {
     let OneCall {
         server: _server,
         worker,
         mut fleet,
         i,
         id,
-    } = one_call(16_000, voxgate_proto::bridge::AudioMode::Pcm, 440.0, |c| c);
+    } = one_call_over(
+        transport,
+        16_000,
+        voxgate_proto::bridge::AudioMode::Pcm,
+        440.0,
+        |c| c,
+    );
     worker.play(&id, &tone(600.0, 5.0, 16_000), "long-answer");
     fleet.run_for(Duration::from_millis(1000));
     let cleared_at = worker.clear(&id);
@@ -459,13 +528,28 @@ fn stalled_backend_costs_only_its_own_frames() {
 
 #[test]
 fn backend_data_messages_and_hangup_reach_the_caller() {
+    backend_data_messages_and_hangup_reach_the_caller_over(Transport::Session);
+}
+
+#[test]
+fn backend_data_messages_and_hangup_on_a_multiplex_channel_reach_the_caller() {
+    backend_data_messages_and_hangup_reach_the_caller_over(Transport::Multiplex);
+}
+
+fn backend_data_messages_and_hangup_reach_the_caller_over(transport: Transport) {
     let OneCall {
         server,
         worker,
         mut fleet,
         i,
         id,
-    } = one_call(48_000, voxgate_proto::bridge::AudioMode::Pcm, 440.0, |c| c);
+    } = one_call_over(
+        transport,
+        48_000,
+        voxgate_proto::bridge::AudioMode::Pcm,
+        440.0,
+        |c| c,
+    );
     fleet.send_channel_text(i, r#"{"type":"hello"}"#).unwrap();
     assert!(drive_until(&mut fleet, Duration::from_secs(5), || {
         worker
@@ -508,18 +592,43 @@ fn backend_data_messages_and_hangup_reach_the_caller() {
         1,
     );
     assert_eq!(ended, 1);
+    // The backend hears the end: ENDED, and on a channel its `closed` (OK) after it.
+    assert!(drive_until(&mut fleet, Duration::from_secs(5), || {
+        worker.session(&id).is_some_and(|l| l.ended)
+    }));
+    let log = worker.session(&id).unwrap();
+    let last = log.events.last().expect("events");
+    assert_eq!(
+        last.0,
+        voxgate_proto::bridge::session_event::Kind::Ended as i32
+    );
+    assert_eq!(last.1, "backend_hangup");
+    if transport == Transport::Multiplex {
+        let (code, message) = log.closed.expect("closed after ENDED");
+        assert_eq!(code, 0, "{message}");
+    }
 }
 
 #[test]
 fn opus_passthrough_carries_raw_opus_both_ways() {
+    opus_passthrough_carries_raw_opus_both_ways_over(Transport::Session);
+}
+
+#[test]
+fn opus_passthrough_on_a_multiplex_channel_carries_raw_opus_both_ways() {
+    opus_passthrough_carries_raw_opus_both_ways_over(Transport::Multiplex);
+}
+
+fn opus_passthrough_carries_raw_opus_both_ways_over(transport: Transport) {
     use voxgate_proto::bridge::{downlink, AudioMode, OpusPacket};
     let server = ServerProcess::start(&["--loops", "1"]);
-    let worker = TestWorker::start_with_mode(
+    let worker = TestWorker::start_over(
         &server.grpc_url,
         "w1",
         4,
         48_000,
         AudioMode::OpusPassthrough,
+        transport,
     );
     let mut fleet = Fleet::new().unwrap();
     let i = fleet

@@ -22,7 +22,7 @@ use voxgate_testkit::{ClientSession, SessionConfig, SignalSource};
 use voxgate_transceiver::backend::bridge_service::{DOWNLINK_QUEUE, UPLINK_QUEUE};
 use voxgate_transceiver::control::offer::validate_offer;
 use voxgate_transceiver::media::audio_bridge::{
-    EncoderSettings, OpusApplication, OwnerEndpoints, TickGrid, FRAME,
+    EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, TickGrid, FRAME,
 };
 use voxgate_transceiver::media::session::{
     is_binding_success, Candidates, ClientPath, Session, SessionId, SessionParams, SessionState,
@@ -103,7 +103,7 @@ impl Backend {
         let (up_tx, up_rx) = mpsc::channel(UPLINK_QUEUE);
         let (down_tx, down_rx) = mpsc::channel(DOWNLINK_QUEUE);
         let endpoints = OwnerEndpoints {
-            uplink: up_tx,
+            uplink: OwnerUplink::Stream(up_tx),
             downlink: down_rx,
             sample_rate: 48_000,
             mode,

@@ -6,6 +6,8 @@
 //!   pushes back on a backend that sends faster than real time), and the loop's uplink
 //!   channel is the response stream.
 //! - `Tap`: a listen-only copy of the uplink.
+//! - `Multiplex`: many sessions on one stream, each on a numbered channel that behaves like a
+//!   `Session` stream ([`crate::backend::multiplex`]).
 //!
 //! The dispatcher itself is Sans-IO ([`crate::backend::dispatch`]);
 //! [`crate::backend::dispatch_task`] runs it.
@@ -20,25 +22,25 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use voxgate_proto::bridge::bridge_server::{Bridge, BridgeServer};
 use voxgate_proto::bridge::{
-    downlink, uplink, worker_message, AudioMode, Downlink, OpusApplication as ProtoApplication,
-    OpusEncoder, TapRequest, Uplink, WorkerCommand, WorkerMessage,
+    downlink, uplink, worker_message, Attach, AudioMode, Downlink, MultiplexDownlink,
+    MultiplexUplink, OpusApplication as ProtoApplication, OpusEncoder, TapRequest, Uplink,
+    WorkerCommand, WorkerMessage,
 };
 
 use crate::auth;
 use crate::backend::dispatch::DispatchError;
 use crate::backend::dispatch_handle::DispatchMsg;
+use crate::backend::multiplex;
 use crate::control::plane::ControlPlane;
 use crate::media::audio_bridge::{
-    valid_sample_rate, EncoderChoice, OpusApplication, OwnerEndpoints, UPLINK_CONTROL_RESERVE,
+    valid_sample_rate, EncoderChoice, OpusApplication, OwnerEndpoints, OwnerUplink,
 };
 use crate::media::r#loop::AttachError;
 use crate::media::session::SessionId;
 
-/// Uplink messages buffered per subscriber: ≈ 2 s of frames (100) before frames are dropped, a
-/// backend further behind than that is stuck and old audio is worthless to it, plus the slots
-/// that only messages which must not be lost may use (see [`UPLINK_CONTROL_RESERVE`]). Public so
-/// the `session` benchmark gives its `Session` the queues a real backend gets.
-pub const UPLINK_QUEUE: usize = 100 + UPLINK_CONTROL_RESERVE;
+/// Uplink messages buffered per subscriber (see `audio_bridge::owner_uplink`). Public so the
+/// `session` benchmark gives its `Session` the queues a real backend gets.
+pub use crate::media::audio_bridge::UPLINK_QUEUE;
 /// Downlink messages buffered per session before the backend's stream is back-pressured.
 /// Public for the `session` benchmark, like [`UPLINK_QUEUE`].
 pub const DOWNLINK_QUEUE: usize = 64;
@@ -83,17 +85,26 @@ impl BridgeService {
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// How long an audio frame took from its datagram's arrival (the loop's stamp, wall clock) to
-/// leaving its uplink queue now. Events carry no arrival and are not counted.
-fn observe_queue_wait(h: &prometheus_client::metrics::histogram::Histogram, u: &Uplink) {
+/// leaving its uplink queue at `now` (wall clock, µs). Events carry no arrival and are not
+/// counted.
+pub(crate) fn observe_queue_wait(
+    h: &prometheus_client::metrics::histogram::Histogram,
+    u: &Uplink,
+    now: i64,
+) {
     let arrival = match &u.kind {
         Some(uplink::Kind::Audio(f)) => f.arrival_unix_micros,
         Some(uplink::Kind::Opus(p)) => p.arrival_unix_micros,
         _ => return,
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64);
     h.observe((now - arrival).max(0) as f64 / 1e6);
+}
+
+/// The wall clock in microseconds since the Unix epoch.
+pub(crate) fn unix_micros_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
 }
 
 fn parse_session_id(s: &str) -> Result<SessionId, Status> {
@@ -145,11 +156,92 @@ fn attach_status(e: AttachError) -> Status {
     }
 }
 
+/// An attach, checked: what a backend asked for, before anything is set up.
+pub(crate) struct AttachRequest {
+    id: SessionId,
+    sample_rate: u32,
+    mode: AudioMode,
+    encoder: EncoderChoice,
+    worker: Option<String>,
+    progress_interval: Duration,
+}
+
+impl AttachRequest {
+    /// Checks an `Attach`: a bad id, rate, mode or encoder is the backend's error.
+    pub(crate) fn parse(attach: &Attach) -> Result<AttachRequest, Status> {
+        let id = parse_session_id(&attach.session_id)?;
+        let sample_rate = valid_sample_rate(attach.sample_rate_hz)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let mode = AudioMode::try_from(attach.mode)
+            .map_err(|_| Status::invalid_argument("unknown audio mode"))?;
+        let encoder = encoder_choice(attach.encoder.as_ref())?;
+        let worker = (!attach.worker_id.is_empty()).then(|| attach.worker_id.clone());
+        let progress_ms = if attach.progress_interval_ms == 0 {
+            200
+        } else {
+            attach.progress_interval_ms
+        };
+        Ok(AttachRequest {
+            id,
+            sample_rate,
+            mode,
+            encoder,
+            worker,
+            progress_interval: Duration::from_millis(u64::from(progress_ms)),
+        })
+    }
+}
+
+/// Makes `uplink` the owner of the session `ask` names: the dispatcher approves (it refuses a
+/// second owner), then the session's loop takes the owner's queues. Returns the sender of the
+/// session's downlink queue (`down_capacity` messages).
+pub(crate) async fn attach_owner(
+    control: &ControlPlane,
+    ask: AttachRequest,
+    uplink: OwnerUplink,
+    down_capacity: usize,
+) -> Result<mpsc::Sender<Downlink>, Status> {
+    let AttachRequest { id, worker, .. } = ask;
+    let dispatch = control.dispatch();
+    let owner = NEXT_OWNER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dispatch
+        .ask(|reply| DispatchMsg::Attached {
+            id,
+            worker: worker.clone(),
+            owner,
+            reply,
+        })
+        .await
+        .map_err(|e| match e {
+            DispatchError::AlreadyOwned => Status::failed_precondition(e.to_string()),
+            e => Status::not_found(e.to_string()),
+        })?;
+    let (down_tx, down_rx) = mpsc::channel(down_capacity);
+    let endpoints = OwnerEndpoints {
+        uplink,
+        downlink: down_rx,
+        sample_rate: ask.sample_rate,
+        mode: ask.mode,
+        progress_interval: ask.progress_interval,
+        stall_after: control.backend_stall(),
+        owner_id: owner,
+        encoder: ask.encoder,
+    };
+    if let Err(e) = control.attach(id, endpoints).await {
+        // The dispatcher thinks this stream owns the session: undo that.
+        dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
+        return Err(attach_status(e));
+    }
+    tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate = ask.sample_rate, mode = ?ask.mode, ?ask.encoder.application, ?ask.encoder.complexity, "backend attached");
+    Ok(down_tx)
+}
+
 #[tonic::async_trait]
 impl Bridge for BridgeService {
     type WorkStream = BoxStream<WorkerCommand>;
     type SessionStream = BoxStream<Uplink>;
     type TapStream = BoxStream<Uplink>;
+    type MultiplexStream = BoxStream<MultiplexUplink>;
 
     async fn work(
         &self,
@@ -229,50 +321,15 @@ impl Bridge for BridgeService {
                 ))
             }
         };
-        let id = parse_session_id(&attach.session_id)?;
-        let sample_rate = valid_sample_rate(attach.sample_rate_hz)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let mode = AudioMode::try_from(attach.mode)
-            .map_err(|_| Status::invalid_argument("unknown audio mode"))?;
-        let encoder = encoder_choice(attach.encoder.as_ref())?;
-        let worker = (!attach.worker_id.is_empty()).then(|| attach.worker_id.clone());
-        let dispatch = self.control.dispatch().clone();
-        let owner = NEXT_OWNER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        dispatch
-            .ask(|reply| DispatchMsg::Attached {
-                id,
-                worker: worker.clone(),
-                owner,
-                reply,
-            })
-            .await
-            .map_err(|e| match e {
-                DispatchError::AlreadyOwned => Status::failed_precondition(e.to_string()),
-                e => Status::not_found(e.to_string()),
-            })?;
+        let ask = AttachRequest::parse(&attach)?;
         let (up_tx, up_rx) = mpsc::channel(UPLINK_QUEUE);
-        let (down_tx, down_rx) = mpsc::channel(DOWNLINK_QUEUE);
-        let progress_ms = if attach.progress_interval_ms == 0 {
-            200
-        } else {
-            attach.progress_interval_ms
-        };
-        let endpoints = OwnerEndpoints {
-            uplink: up_tx,
-            downlink: down_rx,
-            sample_rate,
-            mode,
-            progress_interval: Duration::from_millis(u64::from(progress_ms)),
-            stall_after: self.control.backend_stall(),
-            owner_id: owner,
-            encoder,
-        };
-        if let Err(e) = self.control.attach(id, endpoints).await {
-            // The dispatcher thinks this stream owns the session: undo that.
-            dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
-            return Err(attach_status(e));
-        }
-        tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate, ?mode, ?encoder.application, ?encoder.complexity, "backend attached");
+        let down_tx = attach_owner(
+            &self.control,
+            ask,
+            OwnerUplink::Stream(up_tx),
+            DOWNLINK_QUEUE,
+        )
+        .await?;
         tokio::spawn(async move {
             // Downlink: waiting for room here back-pressures the backend through gRPC.
             while let Some(Ok(msg)) = inbound.next().await {
@@ -287,9 +344,17 @@ impl Bridge for BridgeService {
         // the loop on time, about a second): measured here as each frame leaves the queue.
         let waited = self.control.metrics.uplink_queue_histogram();
         let uplink = ReceiverStream::new(up_rx).map(move |u| {
-            observe_queue_wait(&waited, &u);
+            observe_queue_wait(&waited, &u, unix_micros_now());
             Ok(u)
         });
+        Ok(Response::new(Box::pin(uplink)))
+    }
+
+    async fn multiplex(
+        &self,
+        request: Request<Streaming<MultiplexDownlink>>,
+    ) -> Result<Response<Self::MultiplexStream>, Status> {
+        let uplink = multiplex::serve(self.control.clone(), request.into_inner());
         Ok(Response::new(Box::pin(uplink)))
     }
 

@@ -13,11 +13,13 @@
 //! `AttachError`, `SessionId`).
 //!
 //! Data flow: a worker's `Work` stream registers with the dispatcher → the dispatcher offers it
-//! a new session → the worker opens a `Session` stream that attaches as the owner → the
-//! session's loop sends uplink frames down that stream and drains its downlink queue.
+//! a new session → the worker opens a `Session` stream (or a channel of its `Multiplex` stream,
+//! [`multiplex`]) that attaches as the owner → the session's loop sends uplink frames down that
+//! stream and drains its downlink queue.
 
 pub mod bridge_service;
 pub mod dispatch;
 pub mod dispatch_handle;
 pub mod dispatch_task;
+pub mod multiplex;
 pub mod write_coalescing;

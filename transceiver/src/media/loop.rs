@@ -919,7 +919,9 @@ impl MediaLoop {
         // frozen backend's other connections awaiting their keepalive timeout: replace it.
         if session.bridge_mut().has_live_owner() {
             tracing::info!(session = %id, "replacing an owner the dispatcher gave up on");
-            session.bridge_mut().detach_owner();
+            session
+                .bridge_mut()
+                .detach_owner(crate::media::audio_bridge::CloseReason::Replaced);
         }
         let metadata = session.metadata().clone();
         session

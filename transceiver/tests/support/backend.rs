@@ -4,17 +4,28 @@
 //! stream, as a crashed backend would.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 use voxgate_proto::bridge::bridge_client::BridgeClient;
 use voxgate_proto::bridge::{
     downlink, session_event, uplink, worker_command, worker_message, Attach, AudioChunk, AudioMode,
-    Clear, Cleared, Downlink, OpusEncoder, PlaybackProgress, Register, TapRequest, WorkerMessage,
+    ChannelDownlink, Clear, Cleared, Downlink, MultiplexDownlink, OpusEncoder, PlaybackProgress,
+    Register, TapRequest, WorkerMessage,
 };
+
+/// How the worker's sessions reach the transceiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A `Session` stream per session.
+    Session,
+    /// One `Multiplex` stream for all of them, a channel each.
+    Multiplex,
+}
 
 /// What one session's stream delivered.
 #[derive(Debug, Default, Clone)]
@@ -31,17 +42,36 @@ pub struct SessionLog {
     /// Passthrough mode: the raw Opus packets, in order.
     pub opus: Vec<Vec<u8>>,
     pub ended: bool,
+    /// A `Multiplex` channel's `closed`: its code and message.
+    pub closed: Option<(i32, String)>,
+}
+
+/// Where a session's downlink messages go.
+#[derive(Clone)]
+enum DownTx {
+    Stream(mpsc::Sender<Downlink>),
+    Channel {
+        tx: mpsc::Sender<ChannelDownlink>,
+        channel: u64,
+    },
 }
 
 #[derive(Default)]
 struct Shared {
     sessions: Mutex<HashMap<String, SessionLog>>,
-    downlinks: Mutex<HashMap<String, mpsc::Sender<Downlink>>>,
+    downlinks: Mutex<HashMap<String, DownTx>>,
     stalled: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// Multiplex: the stream's sender, its channels' sessions, the next channel number, and
+    /// whether its reader has stopped.
+    mux: Mutex<Option<mpsc::Sender<ChannelDownlink>>>,
+    channels: Mutex<HashMap<u64, String>>,
+    next_channel: AtomicU64,
+    mux_stalled: Arc<AtomicBool>,
 }
 
 pub struct TestWorker {
     pub worker_id: String,
+    pub transport: Transport,
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -70,6 +100,28 @@ async fn connect(url: &str) -> BridgeClient<tonic::transport::Channel> {
     panic!("cannot connect to the bridge at {url}");
 }
 
+/// The attach a worker sends for a dispatched session.
+#[derive(Clone)]
+struct AttachAs {
+    worker_id: String,
+    sample_rate: u32,
+    mode: AudioMode,
+    encoder: Option<OpusEncoder>,
+}
+
+impl AttachAs {
+    fn attach(&self, session_id: &str) -> Attach {
+        Attach {
+            session_id: session_id.to_string(),
+            worker_id: self.worker_id.clone(),
+            sample_rate_hz: self.sample_rate,
+            mode: self.mode as i32,
+            progress_interval_ms: 100,
+            encoder: self.encoder,
+        }
+    }
+}
+
 impl TestWorker {
     /// Registers `worker_id` with `capacity` and attaches every dispatched session at
     /// `sample_rate`.
@@ -88,6 +140,24 @@ impl TestWorker {
         Self::start_with_attach(url, worker_id, capacity, sample_rate, mode, None)
     }
 
+    /// As [`TestWorker::start_with_mode`], over `transport`.
+    pub fn start_over(
+        url: &str,
+        worker_id: &str,
+        capacity: u32,
+        sample_rate: u32,
+        mode: AudioMode,
+        transport: Transport,
+    ) -> TestWorker {
+        let attach = AttachAs {
+            worker_id: worker_id.to_string(),
+            sample_rate,
+            mode,
+            encoder: None,
+        };
+        Self::start_full(url, capacity, attach, transport)
+    }
+
     /// As [`TestWorker::start_with_mode`], asking for its own downlink `encoder`.
     pub fn start_with_attach(
         url: &str,
@@ -97,19 +167,32 @@ impl TestWorker {
         mode: AudioMode,
         encoder: Option<OpusEncoder>,
     ) -> TestWorker {
+        let attach = AttachAs {
+            worker_id: worker_id.to_string(),
+            sample_rate,
+            mode,
+            encoder,
+        };
+        Self::start_full(url, capacity, attach, Transport::Session)
+    }
+
+    fn start_full(url: &str, capacity: u32, attach: AttachAs, transport: Transport) -> TestWorker {
         let shared = Arc::new(Shared::default());
         let rt = runtime();
         let url = url.to_string();
+        let worker_id = attach.worker_id.clone();
         let (registered_tx, registered_rx) = std::sync::mpsc::channel();
         {
             let shared = shared.clone();
-            let worker_id = worker_id.to_string();
             rt.spawn(async move {
                 let mut client = connect(&url).await;
+                if transport == Transport::Multiplex {
+                    open_multiplex(&shared, &mut client).await;
+                }
                 let (tx, rx) = mpsc::channel(16);
                 tx.send(WorkerMessage {
                     kind: Some(worker_message::Kind::Register(Register {
-                        worker_id: worker_id.clone(),
+                        worker_id: attach.worker_id.clone(),
                         capacity,
                     })),
                 })
@@ -124,34 +207,22 @@ impl TestWorker {
                 let _keep_open = tx;
                 while let Ok(Some(cmd)) = commands.message().await {
                     if let Some(worker_command::Kind::Dispatch(d)) = cmd.kind {
-                        let shared = shared.clone();
-                        let url = url.clone();
-                        let worker_id = worker_id.clone();
-                        tokio::spawn(async move {
-                            shared
-                                .sessions
-                                .lock()
-                                .unwrap()
-                                .entry(d.session_id.clone())
-                                .or_default()
-                                .attempt = d.attempt;
-                            shared
-                                .sessions
-                                .lock()
-                                .unwrap()
-                                .get_mut(&d.session_id)
-                                .unwrap()
-                                .metadata = d.metadata.clone();
-                            let attach = Attach {
-                                session_id: d.session_id.clone(),
-                                worker_id,
-                                sample_rate_hz: sample_rate,
-                                mode: mode as i32,
-                                progress_interval_ms: 100,
-                                encoder,
-                            };
-                            run_session(shared, &url, attach).await;
-                        });
+                        {
+                            let mut logs = shared.sessions.lock().unwrap();
+                            let log = logs.entry(d.session_id.clone()).or_default();
+                            log.attempt = d.attempt;
+                            log.metadata = d.metadata.clone();
+                        }
+                        let attach = attach.attach(&d.session_id);
+                        match transport {
+                            Transport::Session => {
+                                let (shared, url) = (shared.clone(), url.clone());
+                                tokio::spawn(async move {
+                                    run_session(shared, &url, attach).await;
+                                });
+                            }
+                            Transport::Multiplex => attach_channel(&shared, attach).await,
+                        }
                     }
                 }
             });
@@ -160,7 +231,8 @@ impl TestWorker {
             .recv_timeout(Duration::from_secs(10))
             .expect("worker registered");
         TestWorker {
-            worker_id: worker_id.to_string(),
+            worker_id,
+            transport,
             shared,
             runtime: Some(rt),
         }
@@ -210,23 +282,64 @@ impl TestWorker {
         t
     }
 
-    pub fn send(&self, session: &str, kind: downlink::Kind) {
-        let tx = self
-            .shared
+    fn downlink(&self, session: &str) -> DownTx {
+        self.shared
             .downlinks
             .lock()
             .unwrap()
             .get(session)
             .cloned()
-            .expect("session attached");
-        // Waits for room like a real backend under gRPC flow control.
-        tx.blocking_send(Downlink { kind: Some(kind) })
-            .expect("session stream open");
+            .expect("session attached")
     }
 
-    /// Stops reading `session`'s uplink stream (a stuck backend).
+    pub fn send(&self, session: &str, kind: downlink::Kind) {
+        let msg = Downlink { kind: Some(kind) };
+        // Waits for room like a real backend under gRPC flow control.
+        match self.downlink(session) {
+            DownTx::Stream(tx) => tx.blocking_send(msg).expect("session stream open"),
+            DownTx::Channel { tx, channel } => tx
+                .blocking_send(ChannelDownlink {
+                    channel,
+                    downlink: Some(msg),
+                    release: false,
+                })
+                .expect("multiplex stream open"),
+        }
+    }
+
+    /// Gives `session` up without ending it: closes its `Session` stream, or releases its
+    /// channel.
+    pub fn release(&self, session: &str) {
+        let down = self.shared.downlinks.lock().unwrap().remove(session);
+        if let Some(DownTx::Channel { tx, channel }) = down {
+            tx.blocking_send(ChannelDownlink {
+                channel,
+                downlink: None,
+                release: true,
+            })
+            .expect("multiplex stream open");
+        }
+    }
+
+    /// Multiplex: attaches `attach.session_id` on a new channel without a dispatch (the log
+    /// of that id shows the outcome, `closed` included).
+    pub fn attach_channel(&self, attach: Attach) {
+        let rt = self.runtime.as_ref().expect("worker running");
+        rt.block_on(attach_channel(&self.shared, attach));
+    }
+
+    /// Multiplex: sends a raw message on the stream.
+    pub fn send_raw(&self, m: ChannelDownlink) {
+        let tx = self.shared.mux.lock().unwrap().clone().expect("multiplex");
+        tx.blocking_send(m).expect("multiplex stream open");
+    }
+
+    /// Stops reading `session`'s uplink stream (a stuck backend): on a `Multiplex` stream, the
+    /// whole stream.
     pub fn stall(&self, session: &str) {
-        if let Some(f) = self.shared.stalled.lock().unwrap().get(session) {
+        if self.transport == Transport::Multiplex {
+            self.shared.mux_stalled.store(true, Ordering::Relaxed);
+        } else if let Some(f) = self.shared.stalled.lock().unwrap().get(session) {
             f.store(true, Ordering::Relaxed);
         }
     }
@@ -243,6 +356,80 @@ impl Drop for TestWorker {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Opens the worker's `Multiplex` stream and starts its reader, which files each channel's
+/// messages under its session.
+async fn open_multiplex(
+    shared: &Arc<Shared>,
+    client: &mut BridgeClient<tonic::transport::Channel>,
+) {
+    let (tx, rx) = mpsc::channel(64);
+    let outbound = ReceiverStream::new(rx).map(|m| MultiplexDownlink { messages: vec![m] });
+    let mut up = client
+        .multiplex(outbound)
+        .await
+        .expect("Multiplex call")
+        .into_inner();
+    *shared.mux.lock().unwrap() = Some(tx);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        loop {
+            while shared.mux_stalled.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let batch = match up.message().await {
+                Ok(Some(b)) => b,
+                _ => break,
+            };
+            for m in batch.messages {
+                let Some(id) = shared.channels.lock().unwrap().get(&m.channel).cloned() else {
+                    continue;
+                };
+                if let Some(u) = m.uplink {
+                    record(&shared, &id, u.kind);
+                }
+                if let Some(c) = m.closed {
+                    let mut logs = shared.sessions.lock().unwrap();
+                    let log = logs.entry(id).or_default();
+                    log.closed = Some((c.code, c.message));
+                    log.ended = true;
+                }
+            }
+        }
+        for log in shared.sessions.lock().unwrap().values_mut() {
+            log.ended = true;
+        }
+    });
+}
+
+/// Attaches a session on a new channel of the worker's `Multiplex` stream.
+async fn attach_channel(shared: &Arc<Shared>, attach: Attach) {
+    let channel = shared.next_channel.fetch_add(1, Ordering::Relaxed) + 1;
+    let id = attach.session_id.clone();
+    let tx = shared
+        .mux
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("multiplex stream");
+    shared.channels.lock().unwrap().insert(channel, id.clone());
+    shared.downlinks.lock().unwrap().insert(
+        id,
+        DownTx::Channel {
+            tx: tx.clone(),
+            channel,
+        },
+    );
+    let _ = tx
+        .send(ChannelDownlink {
+            channel,
+            downlink: Some(Downlink {
+                kind: Some(downlink::Kind::Attach(attach)),
+            }),
+            release: false,
+        })
+        .await;
 }
 
 async fn run_session(shared: Arc<Shared>, url: &str, attach: Attach) {
@@ -265,7 +452,7 @@ async fn run_session(shared: Arc<Shared>, url: &str, attach: Attach) {
         .downlinks
         .lock()
         .unwrap()
-        .insert(session_id.to_string(), tx);
+        .insert(session_id.to_string(), DownTx::Stream(tx));
     let Ok(resp) = client.session(ReceiverStream::new(rx)).await else {
         return;
     };

@@ -79,7 +79,7 @@ impl AudioBridge {
                 Ok(m) => m,
                 Err(TryRecvError::Empty) => return None,
                 Err(TryRecvError::Disconnected) => {
-                    self.detach_owner();
+                    self.detach_owner(super::CloseReason::Released);
                     return Some(BridgeAction::OwnerLost);
                 }
             };

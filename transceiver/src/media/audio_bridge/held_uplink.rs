@@ -17,7 +17,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use voxgate_proto::bridge::DataMessage;
 
-use crate::backend::bridge_service::UPLINK_QUEUE;
+use super::UPLINK_QUEUE;
 
 /// Audio packets held: one second of 20 ms packets.
 pub const HELD_AUDIO_PACKETS: usize = 50;

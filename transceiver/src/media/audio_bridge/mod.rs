@@ -12,19 +12,24 @@
 
 mod downlink_pacer;
 mod held_uplink;
+mod owner_uplink;
 mod tick_grid;
 mod uplink_decoder;
 
 use downlink_pacer::OpusQueue;
 use held_uplink::HeldUplink;
 pub use held_uplink::{HELD_AUDIO_PACKETS, HELD_DATA_BYTES, HELD_DATA_MESSAGES};
+pub use owner_uplink::{
+    ChannelTx, CloseReason, MuxLink, MuxReceiver, OwnerUplink, Refused, UPLINK_AUDIO_SLOTS,
+    UPLINK_CONTROL_RESERVE, UPLINK_QUEUE,
+};
 pub use tick_grid::TickGrid;
 use uplink_decoder::Audience;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::sync::mpsc;
 use voxgate_proto::bridge::{
     session_event, uplink, AudioMode, DataMessage, Downlink, SessionEvent, Uplink,
 };
@@ -37,13 +42,6 @@ pub const FRAME: Duration = Duration::from_millis(20);
 pub const RTP_TICKS_PER_FRAME: u32 = 960;
 /// Largest Opus packet sent or taken from a backend (RFC 6716 allows 1275 bytes per frame).
 const MAX_OPUS_PACKET: usize = 1500;
-/// Slots of every uplink queue (an owner's or a tap's) that audio and progress reports may not
-/// take. A backend that lags behind fills its queue with audio, and then the next frame is
-/// dropped (old audio is worthless, and the next progress report supersedes the last). Events,
-/// the caller's data messages and the answer to a clear must not be lost that way: they go
-/// into these slots. Only a backend that falls this many of them behind loses one (counted in
-/// `uplink_dropped`, like a frame).
-pub const UPLINK_CONTROL_RESERVE: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
@@ -114,7 +112,7 @@ impl EncoderSettings {
 
 /// The channels that connect a session to its owning backend stream.
 pub struct OwnerEndpoints {
-    pub uplink: mpsc::Sender<Uplink>,
+    pub uplink: OwnerUplink,
     pub downlink: mpsc::Receiver<Downlink>,
     pub sample_rate: u32,
     pub mode: AudioMode,
@@ -128,7 +126,7 @@ pub struct OwnerEndpoints {
 }
 
 struct Owner {
-    uplink: mpsc::Sender<Uplink>,
+    uplink: OwnerUplink,
     downlink: mpsc::Receiver<Downlink>,
     mode: AudioMode,
     progress_interval_samples: u64,
@@ -246,7 +244,7 @@ impl AudioBridge {
             .as_ref()
             .is_some_and(|o| o.uplink.is_closed() || o.downlink.is_closed());
         if dead {
-            self.detach_owner();
+            self.detach_owner(CloseReason::Released);
         }
         self.owner.is_some()
     }
@@ -298,8 +296,10 @@ impl AudioBridge {
         self.frame_buf.resize(self.frame_samples(), 0);
         let interval_samples =
             (endpoints.progress_interval.as_millis() as u64).max(20) * u64::from(rate) / 1000;
+        let mut uplink = endpoints.uplink;
+        uplink.mark_attached();
         let owner = Owner {
-            uplink: endpoints.uplink,
+            uplink,
             downlink: endpoints.downlink,
             mode: endpoints.mode,
             progress_interval_samples: interval_samples,
@@ -349,7 +349,7 @@ impl AudioBridge {
             return false;
         };
         // Full for audio: what is left is the control reserve.
-        if o.uplink.capacity() > UPLINK_CONTROL_RESERVE {
+        if o.uplink.has_audio_room() {
             o.full_since = None;
             return false;
         }
@@ -357,12 +357,16 @@ impl AudioBridge {
         if now.saturating_duration_since(since) < o.stall_after {
             return false;
         }
-        self.detach_owner();
+        self.detach_owner(CloseReason::Stalled);
         true
     }
 
-    pub fn detach_owner(&mut self) {
-        self.owner = None;
+    /// Drops the owner (its uplink ends, saying `why` to a `Multiplex` channel) and what it
+    /// had queued for the caller.
+    pub fn detach_owner(&mut self, why: CloseReason) {
+        if let Some(o) = self.owner.take() {
+            o.uplink.close(why);
+        }
         self.next_tick = None;
         self.down_pcm.clear();
         self.down_opus.clear();
@@ -405,17 +409,19 @@ impl AudioBridge {
             &Default::default(),
         );
         self.broadcast(ev);
-        self.owner = None;
+        if let Some(o) = self.owner.take() {
+            o.uplink.close(CloseReason::Ended);
+        }
         self.taps.clear();
         self.next_tick = None;
     }
 
     fn send_owner(&mut self, msg: Uplink) {
         if let Some(o) = &self.owner {
-            match offer(&o.uplink, msg) {
+            match o.uplink.offer(msg) {
                 Ok(()) => {}
-                Err(TrySendError::Full(_)) => self.counters.uplink_dropped += 1,
-                Err(TrySendError::Closed(_)) => {} // noticed by poll_downlink
+                Err(Refused::Full) => self.counters.uplink_dropped += 1,
+                Err(Refused::Closed) => {} // noticed by poll_downlink
             }
         }
     }
@@ -429,34 +435,17 @@ impl AudioBridge {
 
     fn broadcast(&mut self, msg: Uplink) {
         let dropped = &mut self.counters.tap_dropped;
-        self.taps.retain(|t| match offer(t, msg.clone()) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_)) => {
-                *dropped += 1;
-                true
-            }
-            Err(TrySendError::Closed(_)) => false,
-        });
+        self.taps
+            .retain(|t| match owner_uplink::offer_bounded(t, msg.clone()) {
+                Ok(()) => true,
+                Err(Refused::Full) => {
+                    *dropped += 1;
+                    true
+                }
+                Err(Refused::Closed) => false,
+            });
         self.send_owner(msg);
     }
-}
-
-/// Whether `msg` may be dropped when its queue is short of room: a frame (newer audio matters
-/// more) or a progress report (the next one supersedes it).
-fn droppable(msg: &Uplink) -> bool {
-    matches!(
-        msg.kind,
-        Some(uplink::Kind::Audio(_) | uplink::Kind::Opus(_) | uplink::Kind::Progress(_))
-    )
-}
-
-/// `try_send` that keeps the last [`UPLINK_CONTROL_RESERVE`] slots of `tx` for messages that are
-/// not [`droppable`]. A capacity read: no lock and no allocation.
-fn offer(tx: &mpsc::Sender<Uplink>, msg: Uplink) -> Result<(), TrySendError<Uplink>> {
-    if droppable(&msg) && tx.capacity() <= UPLINK_CONTROL_RESERVE {
-        return Err(TrySendError::Full(msg));
-    }
-    tx.try_send(msg)
 }
 
 fn event(
@@ -531,7 +520,7 @@ mod tests {
         let (down_tx, down_rx) = mpsc::channel(64);
         (
             OwnerEndpoints {
-                uplink: up_tx,
+                uplink: OwnerUplink::Stream(up_tx),
                 downlink: down_rx,
                 sample_rate: rate,
                 mode: AudioMode::Pcm,
@@ -552,7 +541,7 @@ mod tests {
         stall_after: Duration,
     ) -> OwnerEndpoints {
         OwnerEndpoints {
-            uplink,
+            uplink: OwnerUplink::Stream(uplink),
             downlink,
             sample_rate: 48_000,
             mode: AudioMode::Pcm,
@@ -945,7 +934,7 @@ mod tests {
             b.on_audio_packet(t0, i as u64, 960 * i as u32, p.clone());
         }
         assert_eq!(audio_frames(&mut first).len(), 3);
-        b.detach_owner();
+        b.detach_owner(CloseReason::Released);
         for (i, p) in packets.iter().enumerate().skip(3) {
             b.on_audio_packet(t0, i as u64, 960 * i as u32, p.clone());
         }
