@@ -7,7 +7,9 @@
 //! `arrival_unix_micros` (when the packet reached the transceiver's socket), feeds the session's
 //! [`UplinkTrack`] (loss), and remembers when the first frame came (setup latency).
 //!
-//! Runs on its own small tokio runtime; sessions share a few HTTP/2 connections.
+//! Runs on its own small tokio runtime. Its sessions either each get a `Session` stream (shared
+//! among a few HTTP/2 connections), or all ride one `Multiplex` stream, a channel each
+//! ([`BackendConfig::multiplex`]), as a backend process that owns many calls would.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +24,7 @@ use tonic::transport::{Channel, Endpoint};
 use voxgate_proto::bridge::bridge_client::BridgeClient;
 use voxgate_proto::bridge::{
     downlink, session_event, uplink, worker_command, worker_message, Attach, AudioChunk, AudioMode,
-    Downlink, OpusPacket, Register, WorkerMessage,
+    ChannelDownlink, Downlink, MultiplexDownlink, OpusPacket, Register, Uplink, WorkerMessage,
 };
 
 use crate::loss::UplinkTrack;
@@ -54,6 +56,8 @@ pub struct BackendConfig {
     pub behaviour: Behaviour,
     /// PCM sample rate asked for at attach.
     pub sample_rate: u32,
+    /// Attach every session on one `Multiplex` stream instead of a `Session` stream each.
+    pub multiplex: bool,
 }
 
 /// What one session's stream delivered.
@@ -254,6 +258,11 @@ async fn run_worker(
         .await
         .context("Work call")?
         .into_inner();
+    let mux = if cfg.multiplex {
+        Some(open_multiplex(&mut client, state.clone()).await?)
+    } else {
+        None
+    };
     let _ = ready.send(Ok(()));
     let _keep_open = tx;
     let cfg = Arc::new(cfg);
@@ -273,19 +282,36 @@ async fn run_worker(
             ended: None,
         }));
         lock(&state.sessions).insert(d.session_id.clone(), stats.clone());
-        let channel = channels[(k as usize) % channels.len()].clone();
         // Spread duty-cycle phases evenly and deterministically (golden-ratio sequence).
         let phase = (k as f64 * 0.618_033_988_75).fract();
+        let attach = Attach {
+            session_id: d.session_id.clone(),
+            worker_id: cfg.worker_id.clone(),
+            sample_rate_hz: cfg.sample_rate,
+            mode: cfg.mode as i32,
+            progress_interval_ms: 1000,
+            encoder: None,
+        };
+        let call = Call {
+            cfg: cfg.clone(),
+            audio: audio.clone(),
+            stats,
+            phase,
+            duty_started: false,
+        };
+        if let Some(mux) = &mux {
+            mux.attach(k + 1, attach, call).await;
+        } else {
+            let channel = channels[(k as usize) % channels.len()].clone();
+            let state = state.clone();
+            tokio::spawn(async move {
+                if let Err(e) = run_session(&state, channel, attach, call).await {
+                    state.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(error = %e, "backend session failed");
+                }
+            });
+        }
         k += 1;
-        let (cfg, state, audio) = (cfg.clone(), state.clone(), audio.clone());
-        tokio::spawn(async move {
-            if let Err(e) =
-                run_session(&cfg, &state, &audio, channel, d.session_id, stats, phase).await
-            {
-                state.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = %e, "backend session failed");
-            }
-        });
     }
     Ok(())
 }
@@ -297,47 +323,54 @@ fn unix_micros_now() -> i64 {
         .unwrap_or(0)
 }
 
-async fn run_session(
-    cfg: &BackendConfig,
-    state: &State,
-    audio: &Arc<DutyAudio>,
-    channel: Channel,
-    session_id: String,
+/// Where one session's downlink messages go.
+#[derive(Clone)]
+enum DownSink {
+    Session(mpsc::Sender<Downlink>),
+    Channel {
+        tx: mpsc::Sender<ChannelDownlink>,
+        channel: u64,
+    },
+}
+
+impl DownSink {
+    /// Waits for room (the stream's flow control).
+    async fn send(&self, msg: Downlink) -> bool {
+        match self {
+            DownSink::Session(tx) => tx.send(msg).await.is_ok(),
+            DownSink::Channel { tx, channel } => tx.send(on_channel(*channel, msg)).await.is_ok(),
+        }
+    }
+
+    /// Queues without waiting; false when there is no room.
+    fn try_send(&self, msg: Downlink) -> bool {
+        match self {
+            DownSink::Session(tx) => tx.try_send(msg).is_ok(),
+            DownSink::Channel { tx, channel } => tx.try_send(on_channel(*channel, msg)).is_ok(),
+        }
+    }
+}
+
+fn on_channel(channel: u64, msg: Downlink) -> ChannelDownlink {
+    ChannelDownlink {
+        channel,
+        downlink: Some(msg),
+        release: false,
+    }
+}
+
+/// One dispatched session: what it measures and plays, whichever stream carries it.
+struct Call {
+    cfg: Arc<BackendConfig>,
+    audio: Arc<DutyAudio>,
     stats: Arc<Mutex<SessionStats>>,
     phase: f64,
-) -> anyhow::Result<()> {
-    let mut client = BridgeClient::new(channel);
-    let (tx, rx) = mpsc::channel(DOWNLINK_BUFFER);
-    tx.send(Downlink {
-        kind: Some(downlink::Kind::Attach(Attach {
-            session_id: session_id.clone(),
-            worker_id: cfg.worker_id.clone(),
-            sample_rate_hz: cfg.sample_rate,
-            mode: cfg.mode as i32,
-            progress_interval_ms: 1000,
-            encoder: None,
-        })),
-    })
-    .await
-    .context("attach")?;
-    let mut up = client
-        .session(ReceiverStream::new(rx))
-        .await
-        .context("Session call")?
-        .into_inner();
-    let passthrough = cfg.mode == AudioMode::OpusPassthrough;
-    let mut duty_started = false;
-    loop {
-        let msg = match up.message().await {
-            Ok(Some(m)) => m,
-            Ok(None) => break,
-            Err(e) => {
-                lock(&stats)
-                    .ended
-                    .get_or_insert_with(|| e.code().to_string());
-                break;
-            }
-        };
+    duty_started: bool,
+}
+
+impl Call {
+    /// Handles one uplink message; returns false once the session ended.
+    fn on_uplink(&mut self, state: &State, down: &DownSink, msg: Uplink) -> bool {
         let now = Instant::now();
         let (arrival_us, ts, concealed, seq, echo) = match msg.kind {
             Some(uplink::Kind::Audio(f)) => {
@@ -366,21 +399,21 @@ async fn run_session(
             }
             Some(uplink::Kind::Event(e)) => {
                 if e.kind == session_event::Kind::Ended as i32 {
-                    lock(&stats).ended = Some(e.reason);
-                    break;
+                    lock(&self.stats).ended = Some(e.reason);
+                    return false;
                 }
-                continue;
+                return true;
             }
-            _ => continue,
+            _ => return true,
         };
         state.frames.fetch_add(1, Ordering::Relaxed);
         let recording = state.recording.load(Ordering::Relaxed);
         let mut echo_result = None;
-        if cfg.behaviour == Behaviour::Echo && !concealed {
-            echo_result = Some(tx.try_send(echo).is_ok());
+        if self.cfg.behaviour == Behaviour::Echo && !concealed {
+            echo_result = Some(down.try_send(echo));
         }
         {
-            let mut s = lock(&stats);
+            let mut s = lock(&self.stats);
             s.first_frame_at.get_or_insert(now);
             s.uplink.on_frame(ts, concealed, seq);
             if recording && !concealed {
@@ -392,19 +425,155 @@ async fn run_session(
                 None => {}
             }
         }
-        if let (Behaviour::Duty { on, period }, false) = (cfg.behaviour, duty_started) {
-            duty_started = true;
-            let (tx, audio, stats) = (tx.clone(), audio.clone(), stats.clone());
-            let offset = period.mul_f64(phase);
-            tokio::spawn(play_duty(tx, audio, stats, on, period, offset, passthrough));
+        if let (Behaviour::Duty { on, period }, false) = (self.cfg.behaviour, self.duty_started) {
+            self.duty_started = true;
+            let passthrough = self.cfg.mode == AudioMode::OpusPassthrough;
+            let (down, audio, stats) = (down.clone(), self.audio.clone(), self.stats.clone());
+            let offset = period.mul_f64(self.phase);
+            tokio::spawn(play_duty(down, audio, stats, on, period, offset, passthrough));
+        }
+        true
+    }
+
+    /// The stream ended with an error before the session did.
+    fn broke(&self, code: String) {
+        lock(&self.stats).ended.get_or_insert(code);
+    }
+}
+
+async fn run_session(
+    state: &State,
+    channel: Channel,
+    attach: Attach,
+    mut call: Call,
+) -> anyhow::Result<()> {
+    let mut client = BridgeClient::new(channel);
+    let (tx, rx) = mpsc::channel(DOWNLINK_BUFFER);
+    tx.send(Downlink {
+        kind: Some(downlink::Kind::Attach(attach)),
+    })
+    .await
+    .context("attach")?;
+    let mut up = client
+        .session(ReceiverStream::new(rx))
+        .await
+        .context("Session call")?
+        .into_inner();
+    let down = DownSink::Session(tx);
+    loop {
+        match up.message().await {
+            Ok(Some(m)) => {
+                if !call.on_uplink(state, &down, m) {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                call.broke(e.code().to_string());
+                break;
+            }
         }
     }
     Ok(())
 }
 
+/// The backend's `Multiplex` stream: attaches sessions on channels; one reader task hands
+/// each channel's messages to its [`Call`].
+struct Multiplex {
+    tx: mpsc::Sender<ChannelDownlink>,
+    calls: Arc<Mutex<HashMap<u64, Call>>>,
+}
+
+/// Downlink messages waiting to go out on the `Multiplex` stream (all sessions together).
+const MUX_DOWNLINK_BUFFER: usize = 4096;
+/// Most channel messages per `MultiplexDownlink`.
+const MUX_BATCH: usize = 256;
+
+async fn open_multiplex(
+    client: &mut BridgeClient<Channel>,
+    state: Arc<State>,
+) -> anyhow::Result<Multiplex> {
+    let (tx, rx) = mpsc::channel::<ChannelDownlink>(MUX_DOWNLINK_BUFFER);
+    // Everything queued when the stream is polled leaves as one message.
+    let outbound = Batches(rx);
+    let mut up = client
+        .multiplex(outbound)
+        .await
+        .context("Multiplex call")?
+        .into_inner();
+    let calls: Arc<Mutex<HashMap<u64, Call>>> = Arc::default();
+    let (reader_calls, down_tx) = (calls.clone(), tx.clone());
+    tokio::spawn(async move {
+        loop {
+            let batch = match up.message().await {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(e) => {
+                    for call in lock(&reader_calls).values() {
+                        call.broke(e.code().to_string());
+                    }
+                    state.errors.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+            };
+            let mut calls = lock(&reader_calls);
+            for m in batch.messages {
+                let Some(call) = calls.get_mut(&m.channel) else {
+                    continue;
+                };
+                let down = DownSink::Channel {
+                    tx: down_tx.clone(),
+                    channel: m.channel,
+                };
+                let live = m.uplink.is_none_or(|u| call.on_uplink(&state, &down, u));
+                if let Some(c) = m.closed {
+                    if c.code != 0 {
+                        call.broke(format!("closed {}: {}", c.code, c.message));
+                        state.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    calls.remove(&m.channel);
+                } else if !live {
+                    calls.remove(&m.channel);
+                }
+            }
+        }
+    });
+    Ok(Multiplex { tx, calls })
+}
+
+impl Multiplex {
+    async fn attach(&self, channel: u64, attach: Attach, call: Call) {
+        lock(&self.calls).insert(channel, call);
+        let msg = Downlink {
+            kind: Some(downlink::Kind::Attach(attach)),
+        };
+        let _ = self.tx.send(on_channel(channel, msg)).await;
+    }
+}
+
+/// A stream of `MultiplexDownlink`s, each carrying every message queued on its receiver when
+/// it is polled (up to [`MUX_BATCH`]).
+struct Batches(mpsc::Receiver<ChannelDownlink>);
+
+impl tokio_stream::Stream for Batches {
+    type Item = MultiplexDownlink;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<MultiplexDownlink>> {
+        let mut messages = Vec::new();
+        match self.get_mut().0.poll_recv_many(cx, &mut messages, MUX_BATCH) {
+            std::task::Poll::Ready(0) => std::task::Poll::Ready(None),
+            std::task::Poll::Ready(_) => std::task::Poll::Ready(Some(MultiplexDownlink { messages })),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
 /// Plays `on` of audio every `period`, first after `offset`, until the stream closes.
 async fn play_duty(
-    tx: mpsc::Sender<Downlink>,
+    tx: DownSink,
     audio: Arc<DutyAudio>,
     stats: Arc<Mutex<SessionStats>>,
     on: Duration,
@@ -426,7 +595,7 @@ async fn play_duty(
                         ..OpusPacket::default()
                     })),
                 };
-                if tx.send(msg).await.is_err() {
+                if !tx.send(msg).await {
                     return;
                 }
             }
@@ -443,7 +612,7 @@ async fn play_duty(
                         item_id: String::new(),
                     })),
                 };
-                if tx.send(msg).await.is_err() {
+                if !tx.send(msg).await {
                     return;
                 }
                 sent += 1;

@@ -122,6 +122,10 @@ pub struct SessionsArgs {
     /// PCM sample rate the backend asks for.
     #[arg(long, default_value_t = 48_000)]
     pub sample_rate: u32,
+    /// The backend attaches every session on one `Multiplex` stream (a channel each) instead
+    /// of a `Session` stream each.
+    #[arg(long)]
+    pub multiplex: bool,
     /// Local IP the client sockets bind.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind_ip: IpAddr,
@@ -169,6 +173,7 @@ impl SessionsArgs {
                 },
                 behaviour,
                 sample_rate: self.sample_rate,
+                multiplex: self.multiplex,
             });
         LoadConfig {
             target,

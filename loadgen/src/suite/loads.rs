@@ -63,6 +63,7 @@ impl<R: Ledger> Runner<'_, R> {
             mode,
             behaviour,
             sample_rate: 48_000,
+            multiplex: false,
         }
     }
 
