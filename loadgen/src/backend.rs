@@ -430,7 +430,15 @@ impl Call {
             let passthrough = self.cfg.mode == AudioMode::OpusPassthrough;
             let (down, audio, stats) = (down.clone(), self.audio.clone(), self.stats.clone());
             let offset = period.mul_f64(self.phase);
-            tokio::spawn(play_duty(down, audio, stats, on, period, offset, passthrough));
+            tokio::spawn(play_duty(
+                down,
+                audio,
+                stats,
+                on,
+                period,
+                offset,
+                passthrough,
+            ));
         }
         true
     }
@@ -563,9 +571,15 @@ impl tokio_stream::Stream for Batches {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<MultiplexDownlink>> {
         let mut messages = Vec::new();
-        match self.get_mut().0.poll_recv_many(cx, &mut messages, MUX_BATCH) {
+        match self
+            .get_mut()
+            .0
+            .poll_recv_many(cx, &mut messages, MUX_BATCH)
+        {
             std::task::Poll::Ready(0) => std::task::Poll::Ready(None),
-            std::task::Poll::Ready(_) => std::task::Poll::Ready(Some(MultiplexDownlink { messages })),
+            std::task::Poll::Ready(_) => {
+                std::task::Poll::Ready(Some(MultiplexDownlink { messages }))
+            }
             std::task::Poll::Pending => std::task::Poll::Pending,
         }
     }

@@ -111,6 +111,7 @@ impl Backend {
             stall_after: Duration::from_secs(5),
             owner_id: 1,
             encoder: Default::default(),
+            clears: Default::default(),
         };
         let backend = Backend {
             uplink: up_rx,

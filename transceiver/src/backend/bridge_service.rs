@@ -33,7 +33,7 @@ use crate::backend::dispatch_handle::DispatchMsg;
 use crate::backend::multiplex;
 use crate::control::plane::ControlPlane;
 use crate::media::audio_bridge::{
-    valid_sample_rate, EncoderChoice, OpusApplication, OwnerEndpoints, OwnerUplink,
+    valid_sample_rate, EncoderChoice, OpusApplication, OwnerEndpoints, OwnerUplink, PendingClears,
 };
 use crate::media::r#loop::AttachError;
 use crate::media::session::SessionId;
@@ -192,15 +192,55 @@ impl AttachRequest {
     }
 }
 
+/// The gRPC edge's end of a session's downlink: its bounded queue, and the clears on their way
+/// down it (see `PendingClears`).
+pub(crate) struct DownlinkTx {
+    pub tx: mpsc::Sender<Downlink>,
+    pub clears: PendingClears,
+}
+
+impl DownlinkTx {
+    /// Queues `msg`, waiting for room (a `Session` stream's flow control). Err: the session's
+    /// side is gone.
+    pub async fn send(&self, msg: Downlink) -> Result<(), ()> {
+        let clear = is_clear(&msg);
+        if clear {
+            self.clears.announce();
+        }
+        let sent = self.tx.send(msg).await.map_err(|_| ());
+        if clear && sent.is_err() {
+            self.clears.withdraw();
+        }
+        sent
+    }
+
+    /// Queues `msg` if there is room now.
+    pub fn try_send(&self, msg: Downlink) -> Result<(), ()> {
+        let clear = is_clear(&msg);
+        if clear {
+            self.clears.announce();
+        }
+        let sent = self.tx.try_send(msg).map_err(|_| ());
+        if clear && sent.is_err() {
+            self.clears.withdraw();
+        }
+        sent
+    }
+}
+
+fn is_clear(msg: &Downlink) -> bool {
+    matches!(msg.kind, Some(downlink::Kind::Clear(_)))
+}
+
 /// Makes `uplink` the owner of the session `ask` names: the dispatcher approves (it refuses a
-/// second owner), then the session's loop takes the owner's queues. Returns the sender of the
-/// session's downlink queue (`down_capacity` messages).
+/// second owner), then the session's loop takes the owner's queues. Returns the session's
+/// downlink queue (`down_capacity` messages).
 pub(crate) async fn attach_owner(
     control: &ControlPlane,
     ask: AttachRequest,
     uplink: OwnerUplink,
     down_capacity: usize,
-) -> Result<mpsc::Sender<Downlink>, Status> {
+) -> Result<DownlinkTx, Status> {
     let AttachRequest { id, worker, .. } = ask;
     let dispatch = control.dispatch();
     let owner = NEXT_OWNER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -217,7 +257,9 @@ pub(crate) async fn attach_owner(
             e => Status::not_found(e.to_string()),
         })?;
     let (down_tx, down_rx) = mpsc::channel(down_capacity);
+    let clears = PendingClears::default();
     let endpoints = OwnerEndpoints {
+        clears: clears.clone(),
         uplink,
         downlink: down_rx,
         sample_rate: ask.sample_rate,
@@ -233,7 +275,10 @@ pub(crate) async fn attach_owner(
         return Err(attach_status(e));
     }
     tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate = ask.sample_rate, mode = ?ask.mode, ?ask.encoder.application, ?ask.encoder.complexity, "backend attached");
-    Ok(down_tx)
+    Ok(DownlinkTx {
+        tx: down_tx,
+        clears,
+    })
 }
 
 #[tonic::async_trait]
@@ -323,7 +368,7 @@ impl Bridge for BridgeService {
         };
         let ask = AttachRequest::parse(&attach)?;
         let (up_tx, up_rx) = mpsc::channel(UPLINK_QUEUE);
-        let down_tx = attach_owner(
+        let down = attach_owner(
             &self.control,
             ask,
             OwnerUplink::Stream(up_tx),
@@ -333,11 +378,11 @@ impl Bridge for BridgeService {
         tokio::spawn(async move {
             // Downlink: waiting for room here back-pressures the backend through gRPC.
             while let Some(Ok(msg)) = inbound.next().await {
-                if down_tx.send(msg).await.is_err() {
+                if down.send(msg).await.is_err() {
                     break; // the session ended
                 }
             }
-            // Dropping down_tx tells the loop the owner is gone (if the session still lives).
+            // Dropping the sender tells the loop the owner is gone (if the session still lives).
         });
         // The loop's hand-off histogram stops where a frame enters this queue; what the backend
         // waits for beyond it is the gRPC side keeping up (at 150 PCM sessions on one core, with

@@ -27,7 +27,7 @@ use voxgate_proto::bridge::{
 };
 
 use crate::backend::bridge_service::{
-    attach_owner, observe_queue_wait, unix_micros_now, AttachRequest, DOWNLINK_QUEUE,
+    attach_owner, observe_queue_wait, unix_micros_now, AttachRequest, DownlinkTx, DOWNLINK_QUEUE,
 };
 use crate::control::plane::ControlPlane;
 use crate::media::audio_bridge::{ChannelTx, MuxLink, MuxReceiver, OwnerUplink};
@@ -36,9 +36,18 @@ use crate::metrics::{Metrics, MultiplexDrop};
 /// Most channel messages in one `MultiplexUplink`: 256 frames of 48 kHz PCM are 0.5 MB, well
 /// under the 4 MB a gRPC client takes by default.
 const MAX_BATCH: usize = 256;
-/// Slots of a channel's downlink queue that only clear, data and hangup may use: audio beyond
-/// [`DOWNLINK_QUEUE`] is dropped, and a barge-in still gets through.
+/// Slots of a channel's downlink queue that only clear, data and hangup may use, so a barge-in
+/// gets through whatever audio is queued.
 const DOWNLINK_CONTROL_RESERVE: usize = 16;
+/// Audio a channel may have waiting here while its session's queue is full (the session itself
+/// holds 30 s): a text-to-speech backend that sends a long answer at once loses nothing, a
+/// runaway one loses what is past this (4 MB: 40 s of 48 kHz PCM).
+const MAX_WAITING_AUDIO_BYTES: usize = 4 << 20;
+/// The same, for all channels of one stream together.
+const MAX_WAITING_AUDIO_BYTES_PER_STREAM: usize = 64 << 20;
+/// How often audio waiting here is offered to its session again (a session takes its backend's
+/// messages once per 20 ms frame).
+const RETRY_WAITING: std::time::Duration = std::time::Duration::from_millis(10);
 /// Messages that wait for a channel's attach to finish.
 const MAX_WAITING: usize = 64;
 /// Attaches a stream may have pending at once (each is a round trip to the dispatcher and a
@@ -98,12 +107,19 @@ enum Slot {
         waiting: Vec<Downlink>,
         release: bool,
     },
-    /// Attached: its session's downlink queue.
-    Open(mpsc::Sender<Downlink>),
+    /// Attached: its session's downlink queue, and audio waiting for room in it.
+    Open(OpenChannel),
+}
+
+struct OpenChannel {
+    down: DownlinkTx,
+    /// Audio that found the session's queue full, oldest first, and its bytes.
+    waiting: std::collections::VecDeque<Downlink>,
+    waiting_bytes: usize,
 }
 
 /// An attach's outcome: the channel and, if it succeeded, its session's downlink queue.
-type Attached = (u64, Option<mpsc::Sender<Downlink>>);
+type Attached = (u64, Option<DownlinkTx>);
 
 /// Reads the backend's messages until the stream ends, then releases every channel (their
 /// downlink queues close, and the loops hand the sessions back to the dispatcher).
@@ -118,10 +134,13 @@ async fn run_inbound(
     let mut channels = Channels {
         slots: HashMap::new(),
         attaching: 0,
+        waiting_bytes: 0,
         control,
         link,
         done: done_tx,
     };
+    let mut retry = tokio::time::interval(RETRY_WAITING);
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             msg = inbound.next() => match msg {
@@ -134,6 +153,7 @@ async fn run_inbound(
                 Some(Err(_)) | None => break,
             },
             Some((channel, down)) = done_rx.recv() => channels.on_attached(channel, down),
+            _ = retry.tick(), if channels.waiting_bytes > 0 => channels.offer_waiting(),
         }
     }
     let open = channels.slots.len();
@@ -149,6 +169,8 @@ async fn run_inbound(
 struct Channels {
     slots: HashMap<u64, Slot>,
     attaching: usize,
+    /// Audio bytes waiting in every channel's `waiting`.
+    waiting_bytes: usize,
     control: Arc<ControlPlane>,
     link: Arc<MuxLink>,
     done: mpsc::UnboundedSender<Attached>,
@@ -165,9 +187,7 @@ impl Channels {
             match self.slots.get_mut(&channel) {
                 Some(Slot::Attaching { release, .. }) => *release = true,
                 // Dropping the queue's sender is what releases the session.
-                Some(Slot::Open(_)) => {
-                    self.slots.remove(&channel);
-                }
+                Some(Slot::Open(_)) => self.remove(channel),
                 None => self.drop_counted(MultiplexDrop::UnknownChannel),
             }
             return;
@@ -175,12 +195,17 @@ impl Channels {
         let Some(d) = m.downlink else {
             return; // an empty message: nothing to do
         };
-        if matches!(self.slots.get(&channel), Some(Slot::Open(tx)) if tx.is_closed()) {
+        if matches!(self.slots.get(&channel), Some(Slot::Open(c)) if c.down.tx.is_closed()) {
             // The session ended or dropped this owner; the channel is over.
-            self.slots.remove(&channel);
+            self.remove(channel);
         }
         match self.slots.get_mut(&channel) {
-            Some(Slot::Open(tx)) => forward(&self.control.metrics, tx, d),
+            Some(Slot::Open(c)) => {
+                let room = MAX_WAITING_AUDIO_BYTES_PER_STREAM.saturating_sub(self.waiting_bytes);
+                let before = c.waiting_bytes;
+                c.forward(&self.control.metrics, d, room);
+                self.waiting_bytes = self.waiting_bytes + c.waiting_bytes - before;
+            }
             Some(Slot::Attaching { waiting, .. }) => {
                 if waiting.len() < MAX_WAITING {
                     waiting.push(d);
@@ -214,10 +239,15 @@ impl Channels {
         };
         // Channels whose sessions ended since the last attach leave the table here, so it
         // holds live channels and the few that closed since.
-        self.slots.retain(|_, s| match s {
-            Slot::Open(tx) => !tx.is_closed(),
-            Slot::Attaching { .. } => true,
-        });
+        let closed: Vec<u64> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| matches!(s, Slot::Open(c) if c.down.tx.is_closed()))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in closed {
+            self.remove(k);
+        }
         self.slots.insert(
             channel,
             Slot::Attaching {
@@ -242,45 +272,117 @@ impl Channels {
         });
     }
 
-    fn on_attached(&mut self, channel: u64, down: Option<mpsc::Sender<Downlink>>) {
+    fn on_attached(&mut self, channel: u64, down: Option<DownlinkTx>) {
         self.attaching -= 1;
         let Some(Slot::Attaching { waiting, release }) = self.slots.remove(&channel) else {
             return;
         };
-        let Some(tx) = down else {
+        let Some(down) = down else {
             for _ in waiting {
                 self.drop_counted(MultiplexDrop::UnknownChannel);
             }
             return;
         };
         if release {
-            return; // dropping `tx` releases the session at once
+            return; // dropping `down` releases the session at once
         }
+        let mut open = OpenChannel {
+            down,
+            waiting: Default::default(),
+            waiting_bytes: 0,
+        };
         for d in waiting {
-            forward(&self.control.metrics, &tx, d);
+            let room = MAX_WAITING_AUDIO_BYTES_PER_STREAM
+                .saturating_sub(self.waiting_bytes + open.waiting_bytes);
+            open.forward(&self.control.metrics, d, room);
         }
-        self.slots.insert(channel, Slot::Open(tx));
+        self.waiting_bytes += open.waiting_bytes;
+        self.slots.insert(channel, Slot::Open(open));
+    }
+
+    /// Offers waiting audio to sessions whose queues have room again.
+    fn offer_waiting(&mut self) {
+        let mut freed = 0;
+        for slot in self.slots.values_mut() {
+            if let Slot::Open(c) = slot {
+                freed += c.offer_waiting();
+            }
+        }
+        self.waiting_bytes -= freed;
+    }
+
+    /// Forgets a channel; dropping its sender releases the session if it still lives.
+    fn remove(&mut self, channel: u64) {
+        if let Some(Slot::Open(c)) = self.slots.remove(&channel) {
+            self.waiting_bytes -= c.waiting_bytes;
+        }
     }
 }
 
-/// Hands a message to an open channel's queue without waiting: audio only while the queue has
-/// more room than the control reserve, the rest while it has any.
-fn forward(metrics: &Metrics, tx: &mpsc::Sender<Downlink>, d: Downlink) {
-    let audio = matches!(
+fn is_audio(d: &Downlink) -> bool {
+    matches!(
         d.kind,
         Some(downlink::Kind::Audio(_) | downlink::Kind::Opus(_))
-    );
-    match d.kind {
-        // A repeated attach on an open channel is ignored, as on a `Session` stream.
-        Some(downlink::Kind::Attach(_)) | None => {}
-        _ if audio && tx.capacity() <= DOWNLINK_CONTROL_RESERVE => {
-            metrics.multiplex_dropped(MultiplexDrop::DownlinkFull)
-        }
-        _ => {
-            if tx.try_send(d).is_err() {
-                metrics.multiplex_dropped(MultiplexDrop::DownlinkFull);
+    )
+}
+
+fn audio_bytes(d: &Downlink) -> usize {
+    match &d.kind {
+        Some(downlink::Kind::Audio(a)) => a.pcm.len(),
+        Some(downlink::Kind::Opus(p)) => p.data.len(),
+        _ => 0,
+    }
+}
+
+impl OpenChannel {
+    /// Hands a message to the session's queue without waiting. Audio goes in order: behind
+    /// audio already waiting, or into `waiting` (up to `stream_room` more bytes) when the queue
+    /// has no room beyond the control reserve. A clear drops the waiting audio with the queued
+    /// audio it clears. Data and hangup use the reserve.
+    fn forward(&mut self, metrics: &Metrics, d: Downlink, stream_room: usize) {
+        match d.kind {
+            // A repeated attach on an open channel is ignored, as on a `Session` stream.
+            Some(downlink::Kind::Attach(_)) | None => return,
+            Some(downlink::Kind::Clear(_)) => {
+                self.waiting.clear();
+                self.waiting_bytes = 0;
             }
+            _ => {}
         }
+        if is_audio(&d) && (!self.waiting.is_empty() || !self.has_audio_room()) {
+            let n = audio_bytes(&d);
+            if self.waiting_bytes + n > MAX_WAITING_AUDIO_BYTES || n > stream_room {
+                metrics.multiplex_dropped(MultiplexDrop::DownlinkFull);
+            } else {
+                self.waiting_bytes += n;
+                self.waiting.push_back(d);
+            }
+            return;
+        }
+        if self.down.try_send(d).is_err() {
+            metrics.multiplex_dropped(MultiplexDrop::DownlinkFull);
+        }
+    }
+
+    fn has_audio_room(&self) -> bool {
+        self.down.tx.capacity() > DOWNLINK_CONTROL_RESERVE
+    }
+
+    /// Moves waiting audio into the session's queue while it has room; returns the bytes moved.
+    fn offer_waiting(&mut self) -> usize {
+        let mut moved = 0;
+        while self.has_audio_room() {
+            let Some(d) = self.waiting.pop_front() else {
+                break;
+            };
+            let n = audio_bytes(&d);
+            if self.down.tx.try_send(d).is_err() {
+                break; // the session is gone: the channel goes at the next message
+            }
+            moved += n;
+        }
+        self.waiting_bytes -= moved;
+        moved
     }
 }
 
@@ -289,39 +391,79 @@ mod tests {
     use super::*;
     use voxgate_proto::bridge::{AudioChunk, Clear, OpusPacket};
 
-    fn opus() -> Downlink {
-        Downlink {
-            kind: Some(downlink::Kind::Opus(OpusPacket::default())),
-        }
-    }
-
     #[test]
-    fn a_full_channel_drops_audio_but_keeps_room_for_a_clear() {
+    fn audio_past_the_sessions_queue_waits_in_order_and_a_clear_drops_it() {
         let metrics = Metrics::new();
         let (tx, mut rx) = mpsc::channel(DOWNLINK_QUEUE + DOWNLINK_CONTROL_RESERVE);
-        for _ in 0..DOWNLINK_QUEUE + 10 {
-            forward(&metrics, &tx, opus());
-        }
-        let pcm = Downlink {
-            kind: Some(downlink::Kind::Audio(AudioChunk::default())),
+        let mut c = OpenChannel {
+            down: DownlinkTx {
+                tx,
+                clears: Default::default(),
+            },
+            waiting: Default::default(),
+            waiting_bytes: 0,
         };
-        forward(&metrics, &tx, pcm);
+        let packet = |n: u8| Downlink {
+            kind: Some(downlink::Kind::Opus(OpusPacket {
+                data: vec![n; 100].into(),
+                ..Default::default()
+            })),
+        };
+        for n in 0..DOWNLINK_QUEUE + 10 {
+            c.forward(&metrics, packet(n as u8), usize::MAX);
+        }
+        assert_eq!(c.waiting.len(), 10, "the session's queue took its share");
+        assert_eq!(c.waiting_bytes, 1_000);
+        // The session takes 5: 5 waiting packets follow, in order.
+        for n in 0..5 {
+            let got = rx.try_recv().unwrap();
+            assert!(matches!(got.kind, Some(downlink::Kind::Opus(p)) if p.data[0] == n));
+        }
+        assert_eq!(c.offer_waiting(), 500);
         let clear = Downlink {
             kind: Some(downlink::Kind::Clear(Clear {})),
         };
-        forward(&metrics, &tx, clear);
+        c.forward(&metrics, clear, usize::MAX);
+        assert!(c.waiting.is_empty() && c.waiting_bytes == 0);
         let mut got = Vec::new();
         while let Ok(d) = rx.try_recv() {
             got.push(d);
         }
-        assert_eq!(got.len(), DOWNLINK_QUEUE + 1);
+        assert_eq!(got.len(), DOWNLINK_QUEUE + 1, "59 + 5 moved + the clear");
         assert!(matches!(
             got.last().and_then(|d| d.kind.as_ref()),
             Some(downlink::Kind::Clear(_))
         ));
+        assert!(!metrics.encode().contains("downlink_full"));
+    }
+
+    #[test]
+    fn audio_past_the_waiting_bound_is_dropped_and_counted() {
+        let metrics = Metrics::new();
+        let (tx, _rx) = mpsc::channel(DOWNLINK_CONTROL_RESERVE + 1);
+        let mut c = OpenChannel {
+            down: DownlinkTx {
+                tx,
+                clears: Default::default(),
+            },
+            waiting: Default::default(),
+            waiting_bytes: 0,
+        };
+        let chunk = || Downlink {
+            kind: Some(downlink::Kind::Audio(AudioChunk {
+                pcm: vec![0; 1 << 20].into(),
+                item_id: String::new(),
+            })),
+        };
+        for _ in 0..6 {
+            c.forward(&metrics, chunk(), usize::MAX);
+        }
+        // One in the queue, 4 MB waiting, one dropped; and a stream out of room takes none.
+        assert_eq!(c.waiting_bytes, MAX_WAITING_AUDIO_BYTES);
+        c.forward(&metrics, chunk(), 0);
         let text = metrics.encode();
         assert!(
-            text.contains(r#"voxgate_multiplex_dropped_total{reason="downlink_full"} 11"#),
+            text.contains(r#"voxgate_multiplex_dropped_total{reason="downlink_full"} 2"#),
             "{text}"
         );
     }

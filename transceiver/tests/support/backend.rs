@@ -344,6 +344,11 @@ impl TestWorker {
         }
     }
 
+    /// Reads again after [`TestWorker::stall`] (a `Multiplex` stream).
+    pub fn resume(&self) {
+        self.shared.mux_stalled.store(false, Ordering::Relaxed);
+    }
+
     /// Drops every stream at once, as a crashed process would.
     pub fn kill(&mut self) {
         if let Some(rt) = self.runtime.take() {

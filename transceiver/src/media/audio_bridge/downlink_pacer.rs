@@ -6,6 +6,8 @@
 //! sends nothing.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::error::TryRecvError;
@@ -59,6 +61,35 @@ impl OpusQueue {
     }
 }
 
+/// Clears a backend has sent that its session has not taken yet. The gRPC edge counts one up
+/// before it queues a clear and the bridge counts it down when it takes it. While one is on its
+/// way the bridge takes queued audio even past its 30 s, only to drop it (a clear drops all the
+/// audio before it), so a barge-in is never held up behind a full queue.
+#[derive(Debug, Clone, Default)]
+pub struct PendingClears(Arc<AtomicUsize>);
+
+impl PendingClears {
+    /// A clear is about to be queued.
+    pub fn announce(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// An announced clear could not be queued after all.
+    pub fn withdraw(&self) {
+        self.taken();
+    }
+
+    pub(super) fn any(&self) -> bool {
+        self.0.load(Ordering::Acquire) > 0
+    }
+
+    fn taken(&self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+}
+
 impl AudioBridge {
     pub fn next_tick(&self) -> Option<Instant> {
         self.next_tick
@@ -68,8 +99,11 @@ impl AudioBridge {
     pub fn poll_downlink(&mut self) -> Option<BridgeAction> {
         loop {
             let owner = self.owner.as_mut()?;
-            if self.down_pcm.len() as u64 >= MAX_QUEUED_DOWNLINK.as_secs() * u64::from(self.rate)
-                || self.down_opus.is_full()
+            let clearing = owner.clears.any();
+            if !clearing
+                && (self.down_pcm.len() as u64
+                    >= MAX_QUEUED_DOWNLINK.as_secs() * u64::from(self.rate)
+                    || self.down_opus.is_full())
             {
                 self.counters.downlink_full_ticks += 1;
                 return None;
@@ -83,6 +117,21 @@ impl AudioBridge {
                     return Some(BridgeAction::OwnerLost);
                 }
             };
+            if clearing {
+                // Audio ahead of a clear on its way: the clear would drop it.
+                match &msg.kind {
+                    Some(downlink::Kind::Audio(a)) if !passthrough => {
+                        self.dropped_ahead_of_clear += (a.pcm.len() / 2) as u64;
+                        continue;
+                    }
+                    Some(downlink::Kind::Opus(_)) if passthrough => {
+                        self.dropped_ahead_of_clear += 960 * u64::from(self.rate) / 48_000;
+                        continue;
+                    }
+                    Some(downlink::Kind::Clear(_)) => owner.clears.taken(),
+                    _ => {}
+                }
+            }
             match msg.kind {
                 Some(downlink::Kind::Audio(_)) if passthrough => {
                     self.counters.downlink_wrong_mode += 1
@@ -129,7 +178,9 @@ impl AudioBridge {
     }
 
     fn clear(&mut self) {
-        let dropped = self.down_pcm.len() as u64 + self.down_opus.len() as u64 * 960;
+        let dropped = self.down_pcm.len() as u64
+            + self.down_opus.len() as u64 * 960
+            + std::mem::take(&mut self.dropped_ahead_of_clear);
         self.down_pcm.clear();
         self.down_opus.clear();
         self.items.clear();

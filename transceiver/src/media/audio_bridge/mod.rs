@@ -17,6 +17,7 @@ mod tick_grid;
 mod uplink_decoder;
 
 use downlink_pacer::OpusQueue;
+pub use downlink_pacer::PendingClears;
 use held_uplink::HeldUplink;
 pub use held_uplink::{HELD_AUDIO_PACKETS, HELD_DATA_BYTES, HELD_DATA_MESSAGES};
 pub use owner_uplink::{
@@ -123,11 +124,14 @@ pub struct OwnerEndpoints {
     pub owner_id: u64,
     /// The downlink encoder this owner asked for (PCM mode).
     pub encoder: EncoderChoice,
+    /// Clears on their way down `downlink` (counted by the gRPC edge).
+    pub clears: PendingClears,
 }
 
 struct Owner {
     uplink: OwnerUplink,
     downlink: mpsc::Receiver<Downlink>,
+    clears: PendingClears,
     mode: AudioMode,
     progress_interval_samples: u64,
     stall_after: Duration,
@@ -165,6 +169,9 @@ pub struct AudioBridge {
     items: VecDeque<QueuedItem>,
     current_item: Option<(String, u64)>,
     played_samples: u64,
+    /// Samples of queued audio dropped ahead of a clear on its way (see `PendingClears`),
+    /// reported by that clear.
+    dropped_ahead_of_clear: u64,
     since_progress: u64,
     was_playing: bool,
     out_rtp_ts: u32,
@@ -204,6 +211,7 @@ impl AudioBridge {
             items: VecDeque::new(),
             current_item: None,
             played_samples: 0,
+            dropped_ahead_of_clear: 0,
             since_progress: 0,
             was_playing: false,
             out_rtp_ts: rand::random(),
@@ -301,6 +309,7 @@ impl AudioBridge {
         let owner = Owner {
             uplink,
             downlink: endpoints.downlink,
+            clears: endpoints.clears,
             mode: endpoints.mode,
             progress_interval_samples: interval_samples,
             stall_after: endpoints.stall_after,
@@ -528,6 +537,7 @@ mod tests {
                 stall_after: Duration::from_secs(5),
                 owner_id: 1,
                 encoder: EncoderChoice::default(),
+                clears: PendingClears::default(),
             },
             up_rx,
             down_tx,
@@ -549,6 +559,7 @@ mod tests {
             stall_after,
             owner_id: 1,
             encoder: EncoderChoice::default(),
+            clears: PendingClears::default(),
         }
     }
 
@@ -698,6 +709,58 @@ mod tests {
             !b.owner_stalled(t0 + Duration::from_secs(9)),
             "reported once"
         );
+    }
+
+    #[test]
+    fn a_clear_on_its_way_is_not_held_up_behind_a_full_queue() {
+        let now = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (up_tx, mut up) = mpsc::channel(1024);
+        let (down, down_rx) = mpsc::channel(8);
+        let clears = PendingClears::default();
+        let mut ep = pcm_endpoints(up_tx, down_rx, Duration::from_secs(5));
+        ep.sample_rate = 16_000;
+        ep.clears = clears.clone();
+        b.attach_owner(ep, now, &Default::default()).unwrap();
+        b.on_connected(now);
+        let second = || Downlink {
+            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                pcm: vec![1u8; 32_000].into(),
+                item_id: "long".into(),
+            })),
+        };
+        // 30 s queued: the session takes no more; 7 more seconds wait in the channel.
+        for _ in 0..30 {
+            down.try_send(second()).unwrap();
+            while b.poll_downlink().is_some() {}
+        }
+        for _ in 0..7 {
+            down.try_send(second()).unwrap();
+        }
+        assert!(b.poll_downlink().is_none());
+        assert_eq!(down.capacity(), 1, "the channel is full of audio");
+        // The edge announces the clear before it waits for room; the bridge drops the audio
+        // ahead of it, which makes that room, and takes the clear.
+        clears.announce();
+        while b.poll_downlink().is_some() {}
+        down.try_send(Downlink {
+            kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
+        })
+        .unwrap();
+        while b.poll_downlink().is_some() {}
+        let cleared = std::iter::from_fn(|| up.try_recv().ok())
+            .find_map(|m| match m.kind {
+                Some(uplink::Kind::Cleared(c)) => Some(c),
+                _ => None,
+            })
+            .expect("a Cleared answer");
+        assert_eq!(cleared.dropped_ms, 37_000, "{cleared:?}");
+        assert!(!clears.any());
+        // Audio after the clear plays again.
+        down.try_send(second()).unwrap();
+        while b.poll_downlink().is_some() {}
+        let t = b.next_tick().unwrap();
+        assert!(b.tick(t).is_some());
     }
 
     #[test]

@@ -1,0 +1,289 @@
+//! `Multiplex` streams end to end (the behaviour a channel shares with a `Session` stream is
+//! tested over both in audio_bridge.rs): attach failures close only their channel with the
+//! status a `Session` call would get, `release` and a dropped stream hand sessions to another
+//! worker, a stream that stops reading loses its frames and then its channels while other
+//! backends keep their audio, and a channel flooded with downlink loses only its excess audio.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::backend::{TestWorker, Transport};
+use support::{drive_until, http_get, metric_sum, wait_metric, ServerProcess};
+use voxgate_proto::bridge::{downlink, Attach, AudioMode, ChannelDownlink, Clear, Downlink};
+use voxgate_testkit::{Fleet, SessionConfig};
+
+fn caller(server: &ServerProcess, tone_hz: f32) -> SessionConfig {
+    SessionConfig {
+        base_url: server.signal_url.clone(),
+        tone_hz,
+        amplitude: 0.3,
+        send_for: Duration::from_secs(120),
+        ..Default::default()
+    }
+}
+
+fn mux_worker(server: &ServerProcess, id: &str, capacity: u32) -> TestWorker {
+    TestWorker::start_over(
+        &server.grpc_url,
+        id,
+        capacity,
+        48_000,
+        AudioMode::Pcm,
+        Transport::Multiplex,
+    )
+}
+
+fn attach(session_id: &str, sample_rate_hz: u32) -> Attach {
+    Attach {
+        session_id: session_id.to_string(),
+        sample_rate_hz,
+        ..Default::default()
+    }
+}
+
+/// Waits until `worker`'s log of `id` holds a `closed`; returns its code.
+fn closed_code(fleet: &mut Fleet, worker: &TestWorker, id: &str) -> i32 {
+    assert!(
+        drive_until(fleet, Duration::from_secs(5), || worker
+            .session(id)
+            .is_some_and(|l| l.closed.is_some())),
+        "no closed for {id}"
+    );
+    worker.session(id).unwrap().closed.unwrap().0
+}
+
+#[test]
+fn a_failed_attach_closes_only_its_channel_with_the_status_a_session_call_gets() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let owner = mux_worker(&server, "owner", 1);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet.open(caller(&server, 500.0)).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || owner
+        .attached()
+        .len()
+        == 1));
+    let id = fleet.report(i).session_id;
+    let other = mux_worker(&server, "other", 1);
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let bad_rate = "00000000000000000000000000000001";
+    other.attach_channel(attach("not-an-id", 0));
+    other.attach_channel(attach(unknown, 0));
+    other.attach_channel(attach(bad_rate, 44_100));
+    other.attach_channel(attach(&id, 0));
+    let code = |id: &str, fleet: &mut Fleet| closed_code(fleet, &other, id);
+    assert_eq!(code("not-an-id", &mut fleet), tonic::Code::NotFound as i32);
+    assert_eq!(code(unknown, &mut fleet), tonic::Code::NotFound as i32);
+    assert_eq!(
+        code(bad_rate, &mut fleet),
+        tonic::Code::InvalidArgument as i32
+    );
+    assert_eq!(
+        code(&id, &mut fleet),
+        tonic::Code::FailedPrecondition as i32,
+        "a session another backend owns cannot be taken"
+    );
+    // Messages for channels that are not open are dropped and counted; nothing else happens.
+    for m in [
+        ChannelDownlink {
+            channel: 999,
+            downlink: Some(Downlink {
+                kind: Some(downlink::Kind::Clear(Clear {})),
+            }),
+            release: false,
+        },
+        ChannelDownlink {
+            channel: 1000,
+            downlink: None,
+            release: true,
+        },
+    ] {
+        other.send_raw(m);
+    }
+    wait_metric(
+        &server,
+        "voxgate_multiplex_dropped_total",
+        &["reason=\"unknown_channel\""],
+        2,
+    );
+    // The owner's channel never noticed: its audio is still flowing, gap-free.
+    let before = owner.session(&id).unwrap().frames.len();
+    fleet.run_for(Duration::from_secs(1));
+    let log = owner.session(&id).unwrap();
+    assert!(
+        log.frames.len() >= before + 40,
+        "{before} → {}",
+        log.frames.len()
+    );
+    assert!(log.closed.is_none());
+    for w in log.frames.windows(2) {
+        assert_eq!(w[1].0, w[0].0 + 1);
+    }
+}
+
+#[test]
+fn a_released_channel_and_a_dropped_stream_hand_their_sessions_to_another_worker() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let mut a = mux_worker(&server, "a", 2);
+    let mut fleet = Fleet::new().unwrap();
+    let first = fleet.open(caller(&server, 400.0)).unwrap();
+    let second = fleet.open(caller(&server, 600.0)).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || a
+        .attached()
+        .len()
+        == 2));
+    let (id0, id1) = (
+        fleet.report(first).session_id,
+        fleet.report(second).session_id,
+    );
+    let b = TestWorker::start(&server.grpc_url, "b", 4, 48_000);
+    a.release(&id0);
+    assert_eq!(closed_code(&mut fleet, &a, &id0), 0, "released: closed OK");
+    assert!(drive_until(&mut fleet, Duration::from_secs(5), || b
+        .session(&id0)
+        .is_some_and(|l| l.frames.len() > 10)));
+    assert_eq!(b.session(&id0).unwrap().attempt, 2);
+    assert!(a.attached().contains(&id1), "the other channel stays");
+    // The whole stream goes (the process died): its last session moves too.
+    a.kill();
+    assert!(drive_until(&mut fleet, Duration::from_secs(5), || b
+        .session(&id1)
+        .is_some_and(|l| l.frames.len() > 10)));
+    assert_eq!(b.session(&id1).unwrap().attempt, 2);
+    let text = http_get(&server.url("/metrics"), None).body;
+    assert_eq!(metric_sum(&text, "voxgate_multiplex_streams", &[]), 0);
+}
+
+#[test]
+fn a_stream_that_stops_reading_loses_its_frames_then_its_channels_and_nobody_else_loses_any() {
+    let server = ServerProcess::start(&["--loops", "1", "--backend-stall-secs", "2"]);
+    let a = mux_worker(&server, "a", 2);
+    let mut fleet = Fleet::new().unwrap();
+    for hz in [400.0, 500.0] {
+        fleet.open(caller(&server, hz)).unwrap();
+    }
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || a
+        .attached()
+        .len()
+        == 2));
+    let b = TestWorker::start(&server.grpc_url, "b", 4, 48_000);
+    let k = fleet.open(caller(&server, 700.0)).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || b
+        .attached()
+        .len()
+        == 1));
+    let healthy = fleet.report(k).session_id;
+    let stalled: Vec<String> = a.attached();
+    a.stall(&stalled[0]);
+    // The stream's queue fills (2 s of both channels' frames), then stays full past the stall
+    // time: both channels are dropped and their sessions go to the worker with room.
+    assert!(
+        drive_until(&mut fleet, Duration::from_secs(15), || stalled
+            .iter()
+            .all(|id| b.session(id).is_some_and(|l| l.frames.len() > 10))),
+        "{}",
+        server.log_tail(20)
+    );
+    for id in &stalled {
+        assert_eq!(b.session(id).unwrap().attempt, 2);
+        let snap = http_get(&server.url(&format!("/v1/sessions/{id}")), None).json();
+        assert!(
+            snap["bridge"]["uplink_dropped"].as_u64().unwrap() > 0,
+            "{snap}"
+        );
+    }
+    let text = http_get(&server.url("/metrics"), None).body;
+    assert_eq!(metric_sum(&text, "voxgate_backend_stalls_total", &[]), 2);
+    // The stalled backend, reading again, learns why: RESOURCE_EXHAUSTED on both channels.
+    a.resume();
+    for id in &stalled {
+        assert_eq!(
+            closed_code(&mut fleet, &a, id),
+            tonic::Code::ResourceExhausted as i32
+        );
+    }
+    // The neighbour on its own stream lost nothing.
+    let log = b.session(&healthy).unwrap();
+    for w in log.frames.windows(2) {
+        assert_eq!(w[1].0, w[0].0 + 1, "healthy session: gap");
+    }
+    let snap = http_get(&server.url(&format!("/v1/sessions/{healthy}")), None).json();
+    assert_eq!(snap["bridge"]["uplink_dropped"], 0);
+}
+
+#[test]
+fn a_long_answer_sent_at_once_is_played_whole_and_a_flood_loses_only_its_excess() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let w = mux_worker(&server, "w", 2);
+    let mut fleet = Fleet::new().unwrap();
+    let flooded = fleet.open(caller(&server, 400.0)).unwrap();
+    let answered = fleet.open(caller(&server, 500.0)).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || w
+        .attached()
+        .len()
+        == 2));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    let (fid, aid) = (
+        fleet.report(flooded).session_id,
+        fleet.report(answered).session_id,
+    );
+    let chunk = |ms: usize| voxgate_proto::bridge::AudioChunk {
+        pcm: vec![0x10; 48 * ms * 2].into(),
+        item_id: "answer".into(),
+    };
+    // A text-to-speech answer of 10 s in 100 chunks at once, more than a session's queue takes
+    // between two frames: the rest waits on the stream, nothing is lost, playout is paced.
+    for _ in 0..100 {
+        w.send(&aid, downlink::Kind::Audio(chunk(100)));
+    }
+    fleet.run_for(Duration::from_secs(2));
+    let heard = fleet.report(answered).audio_packets_received;
+    assert!((90..=110).contains(&heard), "{heard} packets in 2 s");
+    let text = http_get(&server.url("/metrics"), None).body;
+    assert_eq!(metric_sum(&text, "voxgate_multiplex_dropped_total", &[]), 0);
+    // A runaway backend: 120 s at once. The session holds 30 s and its queue 64 chunks, 4 MB
+    // (about 43 s) waits, the rest is dropped and counted: at least 1200 - 300 - 64 - 437,
+    // less what played meanwhile.
+    for _ in 0..1200 {
+        w.send(&fid, downlink::Kind::Audio(chunk(100)));
+    }
+    wait_metric(
+        &server,
+        "voxgate_multiplex_dropped_total",
+        &["reason=\"downlink_full\""],
+        1,
+    );
+    fleet.run_for(Duration::from_millis(1000));
+    let text = http_get(&server.url("/metrics"), None).body;
+    let dropped = metric_sum(&text, "voxgate_multiplex_dropped_total", &[]);
+    assert!((350..=900).contains(&dropped), "{dropped} chunks dropped");
+    // Its barge-in still gets through at once, and drops the waiting audio with the queued.
+    let cleared_at = w.clear(&fid);
+    fleet.run_for(Duration::from_millis(500));
+    let last = *fleet
+        .session(flooded)
+        .arrival_times()
+        .last()
+        .expect("audio");
+    assert!(
+        last.saturating_duration_since(cleared_at) <= Duration::from_millis(40),
+        "audio kept coming {:?} after clear",
+        last.saturating_duration_since(cleared_at)
+    );
+    let log = w.session(&fid).unwrap();
+    let (cleared, _) = log.cleared.last().expect("Cleared answer").clone();
+    assert!(cleared.dropped_ms >= 25_000, "{cleared:?}");
+    assert!(log.closed.is_none(), "a flood does not close the channel");
+    fleet.run_for(Duration::from_secs(1));
+    assert_eq!(
+        fleet.session(flooded).arrival_times().last().copied(),
+        Some(last),
+        "nothing plays after the clear"
+    );
+    // The answer on the other channel kept its pace through all of it.
+    let heard = fleet.report(answered).audio_packets_received;
+    assert!(heard >= 190, "{heard} packets in 4.5 s");
+}
