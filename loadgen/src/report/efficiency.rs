@@ -71,6 +71,16 @@ fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
             num(pt, 2),
             num(paced, 2),
         );
+        // What the multiplexed backend stream saves, against a `Session` stream per call.
+        let streams =
+            point(&r.cost, "passthrough-sessions", n).and_then(|p| us_per_packet(&p.runs));
+        let _ = writeln!(
+            md,
+            "| (context) the same, against the backend on a `Session` stream per call, {n} sessions | {} × ({} µs vs {} µs) | – |",
+            num(ratio(pt, streams), 2),
+            num(pt, 2),
+            num(streams, 2),
+        );
         // What the read coalescing saves, against passthrough without it.
         let off = point(&r.cost, "passthrough-uncoalesced", n).and_then(|p| us_per_packet(&p.runs));
         let _ = writeln!(
@@ -120,12 +130,14 @@ fn pcm_vs_floor(md: &mut String, r: &SuiteResults) {
 fn pcm_capacity(md: &mut String, r: &SuiteResults) {
     let held = cost::pcm_capacity(&r.cost, "pcm").map(|n| n as f64);
     let cheapest = cost::pcm_capacity(&r.cost, "pcm-lowdelay-c0");
+    let streams = cost::pcm_capacity(&r.cost, "pcm-sessions");
     let _ = writeln!(
         md,
-        "| 4. PCM sessions one loop holds (48 kHz, default encoder) ≥ 1.3 × {PCM_CAPACITY_BEFORE:.0} | {} ({} × {PCM_CAPACITY_BEFORE:.0}); cheapest setting (`--opus-application lowdelay --opus-complexity 0`): {} | {} |",
+        "| 4. PCM sessions one loop holds (48 kHz, default encoder) ≥ 1.3 × {PCM_CAPACITY_BEFORE:.0} | {} ({} × {PCM_CAPACITY_BEFORE:.0}); cheapest setting (`--opus-application lowdelay --opus-complexity 0`): {}; with a `Session` stream per call: {} | {} |",
         thousands(held),
         num(held.map(|h| h / PCM_CAPACITY_BEFORE), 2),
         cheapest.map_or("not measured".into(), |n| n.to_string()),
+        streams.map_or("not measured".into(), |n| n.to_string()),
         at_least(held.map(|h| h / PCM_CAPACITY_BEFORE), 1.3)
     );
 }

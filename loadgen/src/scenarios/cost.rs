@@ -42,6 +42,9 @@ pub struct CostMode {
     pub encoder: EncoderSettings,
     /// Further transceiver flags.
     pub flags: &'static [&'static str],
+    /// The backend carries its sessions on one `Multiplex` stream (false: a `Session` stream
+    /// each).
+    pub multiplex: bool,
 }
 
 /// Every kind of cost run the plan may ask for.
@@ -52,6 +55,7 @@ pub const COST_MODES: &[CostMode] = &[
         sample_rate: 48_000,
         encoder: EncoderSettings::BENCH,
         flags: &[],
+        multiplex: true,
     },
     CostMode {
         name: "passthrough",
@@ -59,6 +63,7 @@ pub const COST_MODES: &[CostMode] = &[
         sample_rate: 48_000,
         encoder: EncoderSettings::BENCH,
         flags: &[],
+        multiplex: true,
     },
     // The rates speech models use.
     CostMode {
@@ -67,6 +72,7 @@ pub const COST_MODES: &[CostMode] = &[
         sample_rate: 16_000,
         encoder: EncoderSettings::BENCH,
         flags: &[],
+        multiplex: true,
     },
     CostMode {
         name: "pcm24k",
@@ -74,6 +80,7 @@ pub const COST_MODES: &[CostMode] = &[
         sample_rate: 24_000,
         encoder: EncoderSettings::BENCH,
         flags: &[],
+        multiplex: true,
     },
     // The cheapest encoder the transceiver ships: how many PCM sessions one loop then holds.
     CostMode {
@@ -86,6 +93,7 @@ pub const COST_MODES: &[CostMode] = &[
             application: Application::Lowdelay,
         },
         flags: &[],
+        multiplex: true,
     },
     // The baseline of the read coalescing (issue 12): every datagram read as it wakes the loop.
     CostMode {
@@ -94,6 +102,28 @@ pub const COST_MODES: &[CostMode] = &[
         sample_rate: 48_000,
         encoder: EncoderSettings::BENCH,
         flags: UNCOALESCED,
+        multiplex: true,
+    },
+];
+
+/// Every kind of cost run the plan may ask for, continued: the backend on a `Session` stream per
+/// call, the baseline of what `Multiplex` saves.
+const SESSION_STREAM_MODES: &[CostMode] = &[
+    CostMode {
+        name: "passthrough-sessions",
+        audio: AudioMode::OpusPassthrough,
+        sample_rate: 48_000,
+        encoder: EncoderSettings::BENCH,
+        flags: &[],
+        multiplex: false,
+    },
+    CostMode {
+        name: "pcm-sessions",
+        audio: AudioMode::Pcm,
+        sample_rate: 48_000,
+        encoder: EncoderSettings::BENCH,
+        flags: &[],
+        multiplex: false,
     },
 ];
 
@@ -102,7 +132,10 @@ pub const UNCOALESCED: &[&str] = &["--read-window-us", "0"];
 
 /// The cost mode called `name`.
 pub fn cost_mode(name: &str) -> Option<&'static CostMode> {
-    COST_MODES.iter().find(|m| m.name == name)
+    COST_MODES
+        .iter()
+        .chain(SESSION_STREAM_MODES)
+        .find(|m| m.name == name)
 }
 
 /// Arrivals of the point whose admitted sessions are a loop's PCM capacity.
@@ -228,6 +261,7 @@ fn cost_run<R: Ledger>(
     let mut cfg = s.load_config(&t, n, arrival_rate(s.plan.cost_rate, n, mode));
     cfg.backend = Some(BackendConfig {
         sample_rate: mode.sample_rate,
+        multiplex: mode.multiplex,
         ..s.backend(&t, n, mode.audio, Runner::<R>::duty())
     });
     // The in-transceiver hand-off (socket → PCM on the gRPC stream) of the media latency
@@ -458,7 +492,9 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
          at the same rate); *pcm-lowdelay-c0* runs the transceiver with `--opus-application lowdelay --opus-complexity 0`, \
          the cheapest encoder it ships (a backend may also ask for it per call: `Attach.encoder`; no floor was measured \
          with it); the others run the default encoder. *passthrough-uncoalesced* is passthrough with the transceiver's \
-         read coalescing off (`--read-window-us 0`): every datagram read as it wakes the loop.\n"
+         read coalescing off (`--read-window-us 0`): every datagram read as it wakes the loop. The backend carries all its \
+         sessions on one `Multiplex` stream (a channel each), as the Python SDK does; *passthrough-sessions* and \
+         *pcm-sessions* give it a `Session` stream per call instead: the baseline of what the multiplexed stream saves.\n"
     );
     let _ = writeln!(md, "| mode | sessions | connected | transceiver cores | CPU-ms per session-s | × codec floor of the frames handled (same rate) | CPU µs per packet | loop wakeups per packet | uplink pps sent (nominal) | downlink pps received (nominal) | uplink loss % | downlink loss % | sessions with loss | backend p50 / p99 ms | notes |");
     let _ = writeln!(

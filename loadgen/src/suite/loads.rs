@@ -63,7 +63,9 @@ impl<R: Ledger> Runner<'_, R> {
             mode,
             behaviour,
             sample_rate: 48_000,
-            multiplex: false,
+            // One stream for every session, as the SDK does (the cost scenario also measures a
+            // stream per session: `-sessions` modes).
+            multiplex: true,
         }
     }
 

@@ -57,8 +57,12 @@ impl Plan {
                 uplink_loss: 0.05,
                 perf_secs: 0.0,
                 modes: vec!["pcm".into()],
-                // One run through the path a backend at another rate takes.
-                cost_extra: vec![("pcm16k".into(), vec![4])],
+                // One run through the path a backend at another rate takes, and one with a
+                // `Session` stream per call.
+                cost_extra: vec![
+                    ("pcm16k".into(), vec![4]),
+                    ("passthrough-sessions".into(), vec![4]),
+                ],
                 relay_latency_baselines: false,
                 voice_turns: 0,
                 soak_secs: 3.0,
@@ -114,8 +118,9 @@ impl Plan {
 }
 
 /// The cost runs of issue 12's targets beyond the 48 kHz curve: PCM at the backend rates speech
-/// models use, the PCM capacity of one loop with the cheapest shipped encoder, and passthrough
-/// without coalescing as the baseline of what it saves.
+/// models use, the PCM capacity of one loop with the cheapest shipped encoder, passthrough
+/// without coalescing as the baseline of what it saves, and a `Session` stream per call as the
+/// baseline of what the `Multiplex` stream saves.
 fn rate_and_capacity_runs() -> Vec<(String, Vec<usize>)> {
     vec![
         ("pcm16k".into(), vec![100, 250]),
@@ -126,5 +131,12 @@ fn rate_and_capacity_runs() -> Vec<(String, Vec<usize>)> {
         ),
         // What read coalescing saves, at the two points of target 1.
         ("passthrough-uncoalesced".into(), vec![100, 1000]),
+        // What the multiplexed backend stream saves: passthrough at the points of target 1,
+        // PCM at 100 sessions and at the capacity point of target 4.
+        ("passthrough-sessions".into(), vec![100, 1000]),
+        (
+            "pcm-sessions".into(),
+            vec![100, crate::scenarios::cost::CAPACITY_ARRIVALS],
+        ),
     ]
 }
