@@ -17,6 +17,16 @@ from voxgate_harness.transceiver import Transceiver  # noqa: E402
 GRPC_TOKEN = "sdk-test-token"
 
 
+@pytest.fixture(autouse=True, params=["multiplex", "session"])
+def transport(request, monkeypatch) -> str:
+    """Every SDK test runs twice: calls on the worker's Multiplex stream (the default), and on a
+    Session stream each."""
+    import voxgate.worker
+
+    monkeypatch.setattr(voxgate.worker, "DEFAULT_MULTIPLEX", request.param == "multiplex")
+    return request.param
+
+
 @pytest.fixture
 def token() -> str:
     return GRPC_TOKEN

@@ -393,3 +393,14 @@ async def test_a_worker_chooses_the_encoder_for_its_audio_and_bad_choices_fail_e
                     if "backend attached" in line and call.session_id in line]
         assert len(attached) == 1
         assert "application=Some(Lowdelay)" in attached[0] and "complexity=Some(0)" in attached[0]
+
+
+async def test_a_long_answer_played_in_one_call_is_sent_in_chunks_the_transceiver_takes(answered):
+    # 10 s at 16 kHz is 320 KB, more than the transceiver takes in one gRPC message (256 KiB).
+    async with answered() as (caller, call):
+        said = time.time()
+        await call.play(tone(550, 10.0, RATE), item_id="long")
+        await caller.wait_heard(said, TIMEOUT)
+        await poll(lambda: caller.heard_seconds(after=said) >= 1.0, what="the long answer")
+        assert call.error is None and not call.ended.is_set()
+        assert call.progress.item_id == "long"

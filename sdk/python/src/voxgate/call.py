@@ -1,11 +1,13 @@
-"""One caller, as a backend sees it: a `Session` stream on the transceiver that owns the call.
+"""One caller, as a backend sees it: a channel of the worker's `Multiplex` stream to the
+transceiver that owns the call, or a `Session` stream of its own.
 
-A `Call` starts pending (dispatched to this worker); `accept()` opens the `Session` stream
-with `Attach` first, `decline()` sends `Reject` on the worker stream instead. Once attached one
-reader task owns the uplink and sorts it: audio frames into a bounded queue (the oldest frame is
-dropped, and counted, when the consumer falls behind), data-channel messages into another,
-progress into `call.progress`, `Cleared` answers to the `clear()` that asked, and the session
-events into `connected` / `ended`. Writes (play, clear, send, hangup) go straight to the stream.
+A `Call` starts pending (dispatched to this worker); `accept()` attaches (`Attach` first on its
+channel or stream), `decline()` sends `Reject` on the worker stream instead. Once attached its
+uplink is sorted as it comes (by the stream's reader, `_on_uplink`): audio frames into a bounded
+queue (the oldest frame is dropped, and counted, when the consumer falls behind), data-channel
+messages into another, progress into `call.progress`, `Cleared` answers to the `clear()` that
+asked, and the session events into `connected` / `ended`. Writes (play, clear, send, hangup) go
+to the channel or stream, one at a time.
 """
 
 from __future__ import annotations
@@ -20,10 +22,17 @@ import grpc
 
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate._serial_writer import SerialWriter
-from voxgate.errors import CallEndedError, TransceiverGoneError, VoxgateError, from_rpc_error
+from voxgate.errors import (
+    CallEndedError,
+    TransceiverGoneError,
+    VoxgateError,
+    from_rpc_error,
+    from_status,
+)
 from voxgate.types import AudioFrame, Cleared, Message, OpusFrame, Progress
 
 if TYPE_CHECKING:
+    from voxgate._multiplex import Multiplex
     from voxgate._proto import voxgate_pb2_grpc as pb_grpc
 
 log = logging.getLogger("voxgate.call")
@@ -32,8 +41,9 @@ log = logging.getLogger("voxgate.call")
 AUDIO_QUEUE_FRAMES = 500
 # Data-channel messages buffered for `messages()` before the oldest is dropped.
 MESSAGE_QUEUE = 1000
-# Largest audio chunk per Downlink message (gRPC messages are capped at 4 MiB).
-MAX_CHUNK_BYTES = 256 * 1024
+# Largest audio chunk per Downlink message: the transceiver refuses gRPC messages over 256 KiB,
+# and a chunk must fit one with its framing (and, on a Multiplex stream, beside other calls').
+MAX_CHUNK_BYTES = 128 * 1024
 ATTACH_TIMEOUT_S = 10.0
 HANGUP_TIMEOUT_S = 5.0
 
@@ -84,6 +94,7 @@ class Call:
         encoder: pb.OpusEncoder | None = None,
         reject: Callable[[str, str], None],
         on_done: Callable[[Call], None],
+        mux: Multiplex | None = None,
     ) -> None:
         self.session_id = session_id
         #: Query parameters of the caller's POST and its X-Voxgate-* headers.
@@ -119,8 +130,11 @@ class Call:
         self._encoder = encoder
         self._reject = reject
         self._on_done = on_done
+        # The worker's Multiplex stream to this call's transceiver (None: a Session stream).
+        self._mux = mux
+        self._channel: int | None = None
         self._stream: grpc.aio.StreamStreamCall | None = None
-        self._writer: SerialWriter | None = None
+        self._writer: SerialWriter | _ChannelWriter | None = None
         self._reader: asyncio.Task | None = None
         self._attached = asyncio.Event()
         self._audio = _DropOldestQueue(AUDIO_QUEUE_FRAMES)
@@ -145,24 +159,35 @@ class Call:
         if self._state != "pending":
             raise VoxgateError(f"call {self.session_id} is {self._state}, cannot accept")
         self._state = "attached"
-        self._stream = self._stub.Session(metadata=self._auth)
-        self._writer = SerialWriter(self._stream)
+        attach = pb.Attach(
+            session_id=self.session_id, worker_id=self._worker_id,
+            sample_rate_hz=self.sample_rate, mode=self._mode,
+            progress_interval_ms=self._progress_interval_ms, encoder=self._encoder)
         try:
-            await self._writer.write(pb.Downlink(attach=pb.Attach(
-                session_id=self.session_id, worker_id=self._worker_id,
-                sample_rate_hz=self.sample_rate, mode=self._mode,
-                progress_interval_ms=self._progress_interval_ms, encoder=self._encoder)))
-        except grpc.RpcError as e:
-            self._finish(None, from_rpc_error(e, f"attach to session {self.session_id}"))
+            if self._mux is not None:
+                self._channel = await self._mux.attach(self, attach)
+                self._writer = _ChannelWriter(self._mux, self._channel)
+            else:
+                self._stream = self._stub.Session(metadata=self._auth)
+                self._writer = SerialWriter(self._stream)
+                await self._writer.write(pb.Downlink(attach=attach))
+                self._reader = asyncio.create_task(self._read_uplink(),
+                                                   name=f"voxgate-{self.session_id}")
+        except (grpc.RpcError, asyncio.InvalidStateError) as e:
+            err = (from_rpc_error(e, f"attach to session {self.session_id}")
+                   if isinstance(e, grpc.RpcError) else
+                   TransceiverGoneError(f"attach to session {self.session_id}: stream closed"))
+            self._finish(None, err)
             raise self.error from None
-        self._reader = asyncio.create_task(self._read_uplink(), name=f"voxgate-{self.session_id}")
         attached = asyncio.create_task(self._attached.wait())
-        await asyncio.wait({attached, self._reader}, timeout=ATTACH_TIMEOUT_S,
+        ended = asyncio.create_task(self.ended.wait())
+        await asyncio.wait({attached, ended}, timeout=ATTACH_TIMEOUT_S,
                            return_when=asyncio.FIRST_COMPLETED)
         attached.cancel()
+        ended.cancel()
         if not self._attached.is_set():
             if self.error is None and not self.ended.is_set():
-                self._stream.cancel()
+                self._drop()
                 self._finish(None, TransceiverGoneError(
                     f"attach to session {self.session_id}: no answer in {ATTACH_TIMEOUT_S:.0f} s"))
             if self.error is not None:
@@ -234,51 +259,16 @@ class Call:
             self._end_listeners.append(listener)
 
     async def _read_uplink(self) -> None:
+        """A Session stream's reader: sorts the uplink until ENDED or the stream breaks."""
         assert self._stream is not None
         reason: str | None = "stream_closed"
         error: VoxgateError | None = None
         try:
             async for up in self._stream:
-                kind = up.WhichOneof("kind")
-                if kind == "audio":
-                    a = up.audio
-                    self._audio.put(AudioFrame(
-                        pcm=a.pcm, sequence=a.sequence, concealed=a.concealed,
-                        sample_rate_hz=a.sample_rate_hz, rtp_timestamp=a.rtp_timestamp,
-                        arrival_unix_micros=a.arrival_unix_micros))
-                elif kind == "opus":
-                    o = up.opus
-                    self._audio.put(OpusFrame(
-                        data=o.data, rtp_sequence=o.rtp_sequence, rtp_timestamp=o.rtp_timestamp,
-                        arrival_unix_micros=o.arrival_unix_micros))
-                elif kind == "progress":
-                    p = up.progress
-                    self.progress = Progress(p.played_ms, p.queued_ms, p.item_id,
-                                             p.item_played_ms)
-                elif kind == "cleared":
-                    c = up.cleared
-                    if self._clears:
-                        fut = self._clears.popleft()
-                        if not fut.done():
-                            fut.set_result(Cleared(c.played_ms, c.dropped_ms, c.item_id,
-                                                   c.item_played_ms))
-                elif kind == "data":
-                    d = up.data
-                    which = d.WhichOneof("payload")
-                    self._messages.put(Message(
-                        label=d.label, text=d.text if which == "text" else None,
-                        binary=d.binary if which == "binary" else None))
-                elif kind == "event":
-                    ev = up.event
-                    if ev.kind == pb.SessionEvent.ATTACHED:
-                        self._attached.set()
-                    elif ev.kind == pb.SessionEvent.CONNECTED:
-                        self.connected.set()
-                    elif ev.kind == pb.SessionEvent.DATA_CHANNEL_OPEN:
-                        self.data_channel_open.set()
-                    elif ev.kind == pb.SessionEvent.ENDED:
-                        reason = ev.reason or "ended"
-                        break
+                ended = self._on_uplink(up)
+                if ended is not None:
+                    reason = ended
+                    break
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.CANCELLED and self._state == "closing":
                 reason = "closed"
@@ -293,6 +283,84 @@ class Call:
             reason = None
         self._finish(reason, error)
         if self._stream is not None:
+            self._stream.cancel()
+
+    def _on_uplink(self, up: pb.Uplink) -> str | None:
+        """Sorts one uplink message; returns the end reason when it is the ENDED event."""
+        kind = up.WhichOneof("kind")
+        if kind == "audio":
+            a = up.audio
+            self._audio.put(AudioFrame(
+                pcm=a.pcm, sequence=a.sequence, concealed=a.concealed,
+                sample_rate_hz=a.sample_rate_hz, rtp_timestamp=a.rtp_timestamp,
+                arrival_unix_micros=a.arrival_unix_micros))
+        elif kind == "opus":
+            o = up.opus
+            self._audio.put(OpusFrame(
+                data=o.data, rtp_sequence=o.rtp_sequence, rtp_timestamp=o.rtp_timestamp,
+                arrival_unix_micros=o.arrival_unix_micros))
+        elif kind == "progress":
+            p = up.progress
+            self.progress = Progress(p.played_ms, p.queued_ms, p.item_id, p.item_played_ms)
+        elif kind == "cleared":
+            c = up.cleared
+            if self._clears:
+                fut = self._clears.popleft()
+                if not fut.done():
+                    fut.set_result(Cleared(c.played_ms, c.dropped_ms, c.item_id,
+                                           c.item_played_ms))
+        elif kind == "data":
+            d = up.data
+            which = d.WhichOneof("payload")
+            self._messages.put(Message(
+                label=d.label, text=d.text if which == "text" else None,
+                binary=d.binary if which == "binary" else None))
+        elif kind == "event":
+            ev = up.event
+            if ev.kind == pb.SessionEvent.ATTACHED:
+                self._attached.set()
+            elif ev.kind == pb.SessionEvent.CONNECTED:
+                self.connected.set()
+            elif ev.kind == pb.SessionEvent.DATA_CHANNEL_OPEN:
+                self.data_channel_open.set()
+            elif ev.kind == pb.SessionEvent.ENDED:
+                reason = ev.reason or "ended"
+                if self._mux is not None:
+                    self._finish(reason, None)  # a channel has no reader of its own to end
+                return reason
+        return None
+
+    def _on_channel_closed(self, code: int, details: str) -> None:
+        """The transceiver closed this call's channel (after ENDED, or instead of attaching)."""
+        if self._state == "done":
+            return
+        if code == 0:
+            if self._state == "closing":
+                self._finish("closed", None)
+            else:
+                self._finish(None, TransceiverGoneError(
+                    f"session {self.session_id}: the transceiver closed the channel without "
+                    f"ENDED ({details})"))
+        else:
+            self._finish(None, from_status(code, details, f"session {self.session_id}"))
+
+    def _on_transport_gone(self, error: VoxgateError | None) -> None:
+        """The Multiplex stream this call rode ended or broke."""
+        if self._state == "done":
+            return
+        if error is None and self._state == "closing":
+            self._finish("closed", None)
+            return
+        self._finish(None, error or TransceiverGoneError(
+            f"session {self.session_id}: the transceiver closed the stream without ENDED"))
+
+    def _drop(self) -> None:
+        """Lets go of the call on the wire without hanging up (the transceiver dispatches it
+        again): cancels its Session stream, or releases its channel."""
+        if self._mux is not None:
+            if self._channel is not None:
+                self._mux.release(self._channel)
+        elif self._stream is not None:
             self._stream.cancel()
 
     def _finish(self, reason: str | None, error: VoxgateError | None) -> None:
@@ -337,9 +405,10 @@ class Call:
             if isinstance(e, grpc.RpcError):
                 self._finish(None, from_rpc_error(e, f"session {self.session_id}"))
                 # A write can fail on this side only (gRPC Core sets the status locally), with
-                # the HTTP/2 stream still open: cancel it, so that the transceiver sees its owner
-                # go and dispatches the call again instead of waiting on a dead stream.
-                self._stream.cancel()
+                # the HTTP/2 stream still open: let go of the call on the wire too, so that the
+                # transceiver sees its owner go and dispatches the call again instead of
+                # waiting on a dead stream.
+                self._drop()
             raise self._ended_error() from None
 
     async def play(self, pcm: bytes, item_id: str = "") -> None:
@@ -396,8 +465,9 @@ class Call:
             return
         if self._state == "attached":
             self._state = "closing"
-            if self._stream is not None:
-                self._stream.cancel()
+            self._drop()
+            if self._mux is not None:
+                self._finish("closed", None)
         if self._reader is not None:
             try:
                 await self._reader
@@ -405,3 +475,15 @@ class Call:
                 pass
         if self._state != "done":
             self._finish("closed", None)
+
+
+class _ChannelWriter:
+    """A call's writes on its Multiplex channel (the stream's writer task sends them in order,
+    batched with other calls')."""
+
+    def __init__(self, mux: Multiplex, channel: int) -> None:
+        self._mux = mux
+        self._channel = channel
+
+    async def write(self, msg: pb.Downlink) -> None:
+        await self._mux.write(self._channel, msg)

@@ -29,10 +29,26 @@ class CallEndedError(VoxgateError):
     """The call is over: nothing can be played or sent any more."""
 
 
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def from_status(code: int, details: str, what: str) -> VoxgateError:
+    """Maps a status the transceiver reported in a Multiplex channel's `closed` to the SDK's
+    exception, as `from_rpc_error` maps a stream's."""
+    status = _CODES.get(code, grpc.StatusCode.UNKNOWN)
+    if status == grpc.StatusCode.ABORTED:
+        return SessionOwnedError(f"{what}: {details}")
+    return _from_code(status, details, what)
+
+
 def from_rpc_error(e: grpc.RpcError, what: str) -> VoxgateError:
     """Maps a gRPC failure of `what` (e.g. "attach to session abc") to the SDK's exception."""
     code = e.code() if hasattr(e, "code") else None
     details = e.details() if hasattr(e, "details") else str(e)
+    return _from_code(code, details, what)
+
+
+def _from_code(code: grpc.StatusCode | None, details: str, what: str) -> VoxgateError:
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return AuthError(f"{what}: the transceiver refused the token ({details}); check --grpc-token")
     if code == grpc.StatusCode.NOT_FOUND:

@@ -5,7 +5,9 @@ capacity), then `Load` whenever the worker's number of calls changes (reported t
 transceiver, so each sees the worker's whole load), `Reject` for a declined call. A stream that
 breaks is reopened with exponential backoff (0.25 s doubling to 5 s, reset after 10 healthy
 seconds); a refused token is not retried but raised from `calls()` and `wait_registered()`.
-Dispatches from every transceiver meet in one queue that `calls()` drains.
+Dispatches from every transceiver meet in one queue that `calls()` drains. The calls a worker
+accepts from one transceiver ride one `Multiplex` stream there, a channel each (see
+_multiplex.py); `multiplex=False` gives each call a `Session` stream of its own instead.
 
     async with Worker("127.0.0.1:50051", token=..., capacity=8) as worker:
         async for call in worker.calls():
@@ -23,6 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
+from voxgate._multiplex import Multiplex
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate._proto import voxgate_pb2_grpc as pb_grpc
 from voxgate._serial_writer import SerialWriter
@@ -38,6 +41,9 @@ HEALTHY_S = 10.0
 PCM = pb.AUDIO_MODE_PCM
 OPUS_PASSTHROUGH = pb.AUDIO_MODE_OPUS_PASSTHROUGH
 
+# Calls ride one Multiplex stream per transceiver unless a Worker says otherwise.
+DEFAULT_MULTIPLEX = True
+
 
 def normalize_target(target: str) -> str:
     """`http://host:port` (as the transceiver prints it) or `host:port` -> `host:port`."""
@@ -47,10 +53,13 @@ def normalize_target(target: str) -> str:
 class _Link:
     """The Work stream to one transceiver."""
 
-    def __init__(self, target: str, channel: grpc.aio.Channel) -> None:
+    def __init__(self, target: str, channel: grpc.aio.Channel,
+                 auth: tuple[tuple[str, str], ...], multiplex: bool) -> None:
         self.target = target
         self.channel = channel
         self.stub = pb_grpc.BridgeStub(channel)
+        # The stream this worker's calls on that transceiver ride (None: a Session stream each).
+        self.mux = Multiplex(self.stub, auth) if multiplex else None
         self.stream: grpc.aio.StreamStreamCall | None = None
         # Every write to `stream` goes through `writer` (see _serial_writer.py).
         self.writer: SerialWriter | None = None
@@ -96,11 +105,14 @@ class Worker:
         progress_interval_ms: int = 0,
         opus_application: str | None = None,
         opus_complexity: int | None = None,
+        multiplex: bool | None = None,
     ) -> None:
         """`opus_application` ("voip", "audio" or "lowdelay") and `opus_complexity` (0 to 10)
         choose how the transceiver encodes this worker's audio for its callers (PCM mode);
         `None` keeps the transceiver's setting. "lowdelay" (CELT only) costs the transceiver
-        about a third of "voip" per session, and suits synthetic (TTS) speech."""
+        about a third of "voip" per session, and suits synthetic (TTS) speech. `multiplex`
+        (default: yes) carries all calls on one stream per transceiver; `False` gives each
+        call a `Session` stream of its own."""
         if isinstance(targets, str):
             targets = [targets]
         if not targets:
@@ -115,6 +127,7 @@ class Worker:
         self.mode = mode
         self.progress_interval_ms = progress_interval_ms
         self.encoder = opus_encoder(opus_application, opus_complexity)
+        self.multiplex = DEFAULT_MULTIPLEX if multiplex is None else multiplex
         self._auth: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {token}"),) if token else ())
         self._targets = [normalize_target(t) for t in targets]
@@ -141,7 +154,7 @@ class Worker:
         if self._links:
             return
         for target in self._targets:
-            link = _Link(target, grpc.aio.insecure_channel(target))
+            link = _Link(target, grpc.aio.insecure_channel(target), self._auth, self.multiplex)
             link.task = asyncio.create_task(self._work_loop(link), name=f"voxgate-work-{target}")
             self._links.append(link)
 
@@ -197,6 +210,8 @@ class Worker:
                     await link.task
                 except (asyncio.CancelledError, Exception):
                     pass
+            if link.mux is not None:
+                await link.mux.close()
             await link.channel.close()
         self._calls.put_nowait(None)
 
@@ -260,7 +275,7 @@ class Worker:
             ingress=dispatch.ingress, ingress_reason=dispatch.ingress_reason,
             stub=link.stub, auth=self._auth, sample_rate=self.sample_rate, mode=self.mode,
             progress_interval_ms=self.progress_interval_ms, encoder=self.encoder, reject=reject,
-            on_done=self._call_done)
+            on_done=self._call_done, mux=link.mux)
         self._active.add(call)
         log.info("dispatched %s (attempt %d) from %s", call.session_id, call.attempt, link.target)
         await self._report_load()
