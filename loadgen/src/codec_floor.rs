@@ -105,6 +105,11 @@ pub struct CodecFloorArgs {
     /// Measurements; the median is reported.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
+    /// Decoders and encoders the frames go through in turn (1: the floor, one warm codec;
+    /// more: as a transceiver holding that many sessions meets each codec's state again only
+    /// after all the others ran).
+    #[arg(long, default_value_t = 1)]
+    pub codecs: usize,
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -118,6 +123,8 @@ pub struct CodecFloor {
     pub complexity: i32,
     pub application: Application,
     pub duty: f64,
+    /// Codec pairs the frames went through in turn (1: the floor).
+    pub codecs: usize,
     pub decode_us_per_frame: f64,
     pub encode_us_per_frame: f64,
     /// CPU seconds per session-second: 50 decodes + 50 × duty encodes.
@@ -175,18 +182,24 @@ pub fn run(a: &CodecFloorArgs) -> anyhow::Result<CodecFloor> {
     let mut enc_samples = Vec::new();
     let mut out = vec![0i16; 5760];
     let mut bytes = vec![0u8; 1500];
+    let n = a.codecs.max(1);
     for _ in 0..a.repeats.max(1) {
-        let mut decoder = opus::Decoder::new(a.sample_rate, opus::Channels::Mono)?;
+        let mut decoders = (0..n)
+            .map(|_| opus::Decoder::new(a.sample_rate, opus::Channels::Mono))
+            .collect::<Result<Vec<_>, _>>()?;
         let t = thread_cpu_time();
-        for p in &packets {
+        for (i, p) in packets.iter().enumerate() {
+            let decoder = &mut decoders[i % n];
             std::hint::black_box(decoder.decode(p, &mut out[..frame_len], false)?);
         }
         dec_samples.push((thread_cpu_time() - t).as_secs_f64() * 1e6 / frames as f64);
 
-        let mut encoder = a.settings().encoder(a.sample_rate)?;
+        let mut encoders = (0..n)
+            .map(|_| a.settings().encoder(a.sample_rate))
+            .collect::<Result<Vec<_>, _>>()?;
         let t = thread_cpu_time();
-        for f in &pcm {
-            std::hint::black_box(encoder.encode(f, &mut bytes)?);
+        for (i, f) in pcm.iter().enumerate() {
+            std::hint::black_box(encoders[i % n].encode(f, &mut bytes)?);
         }
         enc_samples.push((thread_cpu_time() - t).as_secs_f64() * 1e6 / frames as f64);
     }
@@ -198,6 +211,7 @@ pub fn run(a: &CodecFloorArgs) -> anyhow::Result<CodecFloor> {
         complexity: a.complexity,
         application: a.application,
         duty: a.duty,
+        codecs: n,
         decode_us_per_frame: decode,
         encode_us_per_frame: encode,
         cpu_per_session_sec: (50.0 * decode + 50.0 * a.duty * encode) / 1e6,

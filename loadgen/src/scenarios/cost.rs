@@ -183,6 +183,7 @@ pub fn measure_floor<R: Ledger>(s: &mut Runner<R>, slots: FloorSlots<R>) {
             } else {
                 5
             },
+            codecs: 1,
             out: None,
         };
         match codec_floor::run(&a) {
