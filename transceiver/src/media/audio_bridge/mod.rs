@@ -316,6 +316,7 @@ impl AudioBridge {
             full_since: None,
         };
         self.last_owner_id = endpoints.owner_id;
+        self.dropped_ahead_of_clear = 0;
         self.down_pcm.clear();
         self.down_opus.clear();
         self.items.clear();
