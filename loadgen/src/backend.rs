@@ -496,6 +496,10 @@ struct Multiplex {
 const MUX_DOWNLINK_BUFFER: usize = 4096;
 /// Most channel messages per `MultiplexDownlink`.
 const MUX_BATCH: usize = 256;
+/// Most audio bytes per `MultiplexDownlink`: the transceiver refuses a gRPC message over
+/// 256 KiB and ends the stream with every channel on it (a burst of 100 ms PCM chunks at
+/// 48 kHz, 9.6 KB each, for 30 sessions is past that).
+const MUX_BATCH_BYTES: usize = 192 * 1024;
 
 async fn open_multiplex(
     client: &mut BridgeClient<Channel>,
@@ -503,7 +507,7 @@ async fn open_multiplex(
 ) -> anyhow::Result<Multiplex> {
     let (tx, rx) = mpsc::channel::<ChannelDownlink>(MUX_DOWNLINK_BUFFER);
     // Everything queued when the stream is polled leaves as one message.
-    let outbound = Batches(rx);
+    let outbound = Batches::new(rx);
     let mut up = client
         .multiplex(outbound)
         .await
@@ -559,9 +563,27 @@ impl Multiplex {
     }
 }
 
-/// A stream of `MultiplexDownlink`s, each carrying every message queued on its receiver when
-/// it is polled (up to [`MUX_BATCH`]).
-struct Batches(mpsc::Receiver<ChannelDownlink>);
+/// A stream of `MultiplexDownlink`s, each carrying the messages queued on its receiver when it
+/// is polled, up to [`MUX_BATCH`] of them and [`MUX_BATCH_BYTES`] of audio.
+struct Batches {
+    rx: mpsc::Receiver<ChannelDownlink>,
+    /// A message taken that did not fit the last batch: the next one starts with it.
+    carried: Option<ChannelDownlink>,
+}
+
+impl Batches {
+    fn new(rx: mpsc::Receiver<ChannelDownlink>) -> Self {
+        Batches { rx, carried: None }
+    }
+}
+
+fn audio_bytes(m: &ChannelDownlink) -> usize {
+    match m.downlink.as_ref().and_then(|d| d.kind.as_ref()) {
+        Some(downlink::Kind::Audio(a)) => a.pcm.len(),
+        Some(downlink::Kind::Opus(p)) => p.data.len(),
+        _ => 0,
+    }
+}
 
 impl tokio_stream::Stream for Batches {
     type Item = MultiplexDownlink;
@@ -570,17 +592,33 @@ impl tokio_stream::Stream for Batches {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<MultiplexDownlink>> {
+        use std::task::Poll;
+        let this = self.get_mut();
         let mut messages = Vec::new();
-        match self
-            .get_mut()
-            .0
-            .poll_recv_many(cx, &mut messages, MUX_BATCH)
-        {
-            std::task::Poll::Ready(0) => std::task::Poll::Ready(None),
-            std::task::Poll::Ready(_) => {
-                std::task::Poll::Ready(Some(MultiplexDownlink { messages }))
+        let mut bytes = 0;
+        if let Some(m) = this.carried.take() {
+            bytes += audio_bytes(&m);
+            messages.push(m);
+        }
+        while messages.len() < MUX_BATCH {
+            match this.rx.poll_recv(cx) {
+                Poll::Ready(Some(m)) => {
+                    let n = audio_bytes(&m);
+                    if !messages.is_empty() && bytes + n > MUX_BATCH_BYTES {
+                        this.carried = Some(m);
+                        break;
+                    }
+                    bytes += n;
+                    messages.push(m);
+                }
+                Poll::Ready(None) if messages.is_empty() => return Poll::Ready(None),
+                Poll::Ready(None) | Poll::Pending => break,
             }
-            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+        if messages.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(Some(MultiplexDownlink { messages }))
         }
     }
 }
@@ -633,5 +671,41 @@ async fn play_duty(
             }
             lock(&stats).downlink_sent += sent;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::StreamExt;
+
+    fn chunk(channel: u64, bytes: usize) -> ChannelDownlink {
+        on_channel(
+            channel,
+            Downlink {
+                kind: Some(downlink::Kind::Audio(AudioChunk {
+                    pcm: Bytes::from(vec![0u8; bytes]),
+                    item_id: String::new(),
+                })),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_audio_leaves_in_batches_the_transceiver_takes_and_in_order() {
+        let (tx, rx) = mpsc::channel(MUX_DOWNLINK_BUFFER);
+        // 124 sessions' 100 ms chunks of 48 kHz PCM at once: 1.2 MB.
+        for k in 0..124 {
+            tx.send(chunk(k, 9_600)).await.unwrap();
+        }
+        drop(tx);
+        let mut batches = Batches::new(rx);
+        let mut seen = Vec::new();
+        while let Some(b) = batches.next().await {
+            let bytes: usize = b.messages.iter().map(audio_bytes).sum();
+            assert!(bytes <= MUX_BATCH_BYTES, "{bytes} bytes in one message");
+            seen.extend(b.messages.iter().map(|m| m.channel));
+        }
+        assert_eq!(seen, (0..124).collect::<Vec<_>>());
     }
 }

@@ -141,7 +141,7 @@ async fn run_inbound(
     };
     let mut retry = tokio::time::interval(RETRY_WAITING);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    let why = loop {
         tokio::select! {
             msg = inbound.next() => match msg {
                 Some(Ok(batch)) => {
@@ -149,18 +149,21 @@ async fn run_inbound(
                         channels.on_message(m);
                     }
                 }
-                // The backend closed its side, or the connection broke.
-                Some(Err(_)) | None => break,
+                // The connection broke, or the backend broke the protocol (a message over the
+                // size limit ends the stream with RESOURCE_EXHAUSTED, as on any stream).
+                Some(Err(status)) => break status.to_string(),
+                None => break "the backend closed its side".to_string(),
             },
             Some((channel, down)) = done_rx.recv() => channels.on_attached(channel, down),
             _ = retry.tick(), if channels.waiting_bytes > 0 => channels.offer_waiting(),
         }
-    }
+    };
     let open = channels.slots.len();
     drop(channels);
     metrics.multiplex_streams(-1);
     tracing::info!(
         channels = open,
+        reason = %why,
         "multiplex stream ended: its channels are released"
     );
 }

@@ -72,7 +72,10 @@ class Multiplex:
         if self._stream is None or self._stream.done():
             return
         msg = pb.ChannelDownlink(channel=channel, release=True)
-        self._pending.append((msg, asyncio.get_running_loop().create_future()))
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Nobody waits for a release: a failed write is the stream's end, which releases it too.
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._pending.append((msg, fut))
         self._wake.set()
 
     async def close(self) -> None:
