@@ -45,6 +45,9 @@ pub struct CostMode {
     /// The backend carries its sessions on one `Multiplex` stream (false: a `Session` stream
     /// each).
     pub multiplex: bool,
+    /// The mode this one is a baseline of: at the same session count the two run interleaved,
+    /// repetition by repetition, so the machine's drift over the run falls on both alike.
+    pub baseline_of: Option<&'static str>,
 }
 
 /// Every kind of cost run the plan may ask for.
@@ -56,6 +59,7 @@ pub const COST_MODES: &[CostMode] = &[
         encoder: EncoderSettings::BENCH,
         flags: &[],
         multiplex: true,
+        baseline_of: None,
     },
     CostMode {
         name: "passthrough",
@@ -64,6 +68,7 @@ pub const COST_MODES: &[CostMode] = &[
         encoder: EncoderSettings::BENCH,
         flags: &[],
         multiplex: true,
+        baseline_of: None,
     },
     // The rates speech models use.
     CostMode {
@@ -73,6 +78,7 @@ pub const COST_MODES: &[CostMode] = &[
         encoder: EncoderSettings::BENCH,
         flags: &[],
         multiplex: true,
+        baseline_of: None,
     },
     CostMode {
         name: "pcm24k",
@@ -81,6 +87,7 @@ pub const COST_MODES: &[CostMode] = &[
         encoder: EncoderSettings::BENCH,
         flags: &[],
         multiplex: true,
+        baseline_of: None,
     },
     // The cheapest encoder the transceiver ships: how many PCM sessions one loop then holds.
     CostMode {
@@ -94,6 +101,7 @@ pub const COST_MODES: &[CostMode] = &[
         },
         flags: &[],
         multiplex: true,
+        baseline_of: None,
     },
     // The baseline of the read coalescing (issue 12): every datagram read as it wakes the loop.
     CostMode {
@@ -103,6 +111,7 @@ pub const COST_MODES: &[CostMode] = &[
         encoder: EncoderSettings::BENCH,
         flags: UNCOALESCED,
         multiplex: true,
+        baseline_of: Some("passthrough"),
     },
 ];
 
@@ -116,6 +125,7 @@ const SESSION_STREAM_MODES: &[CostMode] = &[
         encoder: EncoderSettings::BENCH,
         flags: &[],
         multiplex: false,
+        baseline_of: Some("passthrough"),
     },
     CostMode {
         name: "pcm-sessions",
@@ -124,6 +134,7 @@ const SESSION_STREAM_MODES: &[CostMode] = &[
         encoder: EncoderSettings::BENCH,
         flags: &[],
         multiplex: false,
+        baseline_of: Some("pcm"),
     },
 ];
 
@@ -200,7 +211,8 @@ pub fn measure_floor<R: Ledger>(s: &mut Runner<R>, slots: FloorSlots<R>) {
 }
 
 /// Every mode of the plan at every session count, then the plan's further modes at theirs,
-/// each point saved as soon as it is done.
+/// each point saved as soon as it is done. A point runs interleaved with its baselines (modes
+/// whose `baseline_of` names its mode, at the same session count), repetition by repetition.
 pub fn run<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>) {
     let largest = s.plan.cost_sessions.iter().copied().max().unwrap_or(0);
     let smallest = s.plan.cost_sessions.iter().copied().min().unwrap_or(0);
@@ -221,28 +233,77 @@ pub fn run<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>) {
     for (mode, sessions) in &s.plan.cost_extra {
         points.extend(sessions.iter().map(|&n| (mode.clone(), n, false)));
     }
-    for (mode_name, n, profiled) in points {
-        let Some(mode) = cost_mode(&mode_name) else {
-            s.record_error(
-                &format!("cost {mode_name}"),
-                anyhow::anyhow!("no such cost mode"),
-            );
-            continue;
-        };
-        let what = format!("transceiver cost: {mode_name}, {n} sessions, duty cycle 1 s / 2 s");
-        let runs = s.repeat(&what, &format!("cost {mode_name} {n}"), |s, rep| {
+    let order: Vec<(String, usize)> = points.iter().map(|(m, n, _)| (m.clone(), *n)).collect();
+    for group in interleaved(points) {
+        run_group(s, slots, &group);
+    }
+    // The report lists the points in plan order (curves first), however they ran.
+    let rank = |p: &CostPoint| {
+        order
+            .iter()
+            .position(|(m, n)| *m == p.mode && *n == p.sessions)
+    };
+    slots(&mut s.results).0.sort_by_key(rank);
+    s.save();
+}
+
+/// Points grouped to run together: each point of a measured mode with the baselines of that
+/// mode at its session count (see [`CostMode::baseline_of`]), in plan order. The plan lists
+/// baselines after the curves, so a baseline finds its point's group already there; one whose
+/// point the plan does not run is a group of its own.
+fn interleaved(points: Vec<(String, usize, bool)>) -> Vec<Vec<(String, usize, bool)>> {
+    let mut groups: Vec<Vec<(String, usize, bool)>> = Vec::new();
+    for p in points {
+        let of = cost_mode(&p.0).and_then(|c| c.baseline_of);
+        match groups
+            .iter_mut()
+            .find(|g| of.is_some_and(|of| g[0].0 == of && g[0].1 == p.1))
+        {
+            Some(g) => g.push(p),
+            None => groups.push(vec![p]),
+        }
+    }
+    groups
+}
+
+/// Runs a group's points, each repetition of them in turn, and saves each point.
+fn run_group<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>, group: &[(String, usize, bool)]) {
+    let mut runs: Vec<Vec<LoadResult>> = vec![Vec::new(); group.len()];
+    for rep in 0..s.plan.reps {
+        for (i, (mode_name, n, profiled)) in group.iter().enumerate() {
+            let Some(mode) = cost_mode(mode_name) else {
+                if rep == 0 {
+                    s.record_error(
+                        &format!("cost {mode_name}"),
+                        anyhow::anyhow!("no such cost mode"),
+                    );
+                }
+                continue;
+            };
+            s.say(&format!(
+                "transceiver cost: {mode_name}, {n} sessions, duty cycle 1 s / 2 s (rep {})",
+                rep + 1
+            ));
             // Of the first repetition.
-            let perf = profiled && rep == 0 && s.plan.perf_secs > 0.0 && !s.skip("perf");
-            cost_run(s, slots, &format!("cost-{mode_name}-{n}"), n, mode, perf)
-        });
+            let perf = *profiled && rep == 0 && s.plan.perf_secs > 0.0 && !s.skip("perf");
+            match cost_run(s, slots, &format!("cost-{mode_name}-{n}"), *n, mode, perf) {
+                Ok(r) => runs[i].push(r),
+                Err(e) => s.record_error(&format!("cost {mode_name} {n}"), e),
+            }
+        }
+    }
+    for ((mode_name, n, _), runs) in group.iter().zip(runs) {
+        if cost_mode(mode_name).is_none() {
+            continue;
+        }
         let point = CostPoint {
             mode: mode_name.clone(),
-            sessions: n,
+            sessions: *n,
             runs,
         };
         slots(&mut s.results).0.push(point);
-        s.save();
     }
+    s.save();
 }
 
 fn cost_run<R: Ledger>(
@@ -820,6 +881,37 @@ mod tests {
         assert_eq!(pcm_capacity(&cost, "pcm"), Some(238));
         assert_eq!(pcm_capacity(&cost, "pcm-lowdelay-c0"), Some(410));
         assert_eq!(pcm_capacity(&cost, "pcm16k"), None);
+    }
+
+    #[test]
+    fn baselines_run_interleaved_with_the_point_they_are_a_baseline_of() {
+        let p = |m: &str, n: usize| (m.to_string(), n, false);
+        let groups = interleaved(vec![
+            p("passthrough", 100),
+            p("passthrough", 1000),
+            p("pcm16k", 100),
+            p("passthrough-uncoalesced", 100),
+            p("passthrough-sessions", 100),
+            p("passthrough-sessions", 1000),
+            p("pcm-sessions", 500),
+        ]);
+        let names: Vec<Vec<String>> = groups
+            .iter()
+            .map(|g| g.iter().map(|(m, n, _)| format!("{m}@{n}")).collect())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                vec![
+                    "passthrough@100",
+                    "passthrough-uncoalesced@100",
+                    "passthrough-sessions@100"
+                ],
+                vec!["passthrough@1000", "passthrough-sessions@1000"],
+                vec!["pcm16k@100"],
+                vec!["pcm-sessions@500"],
+            ]
+        );
     }
 
     #[test]
