@@ -287,3 +287,123 @@ fn a_long_answer_sent_at_once_is_played_whole_and_a_flood_loses_only_its_excess(
     let heard = fleet.report(answered).audio_packets_received;
     assert!(heard >= 190, "{heard} packets in 4.5 s");
 }
+
+#[test]
+fn an_oversized_message_ends_only_its_stream_and_its_sessions_go_to_another_worker() {
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let a = mux_worker(&server, "a", 1);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet.open(caller(&server, 450.0)).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || a
+        .attached()
+        .len()
+        == 1));
+    let id = fleet.report(i).session_id;
+    let b = TestWorker::start(&server.grpc_url, "b", 2, 48_000);
+    let k = fleet.open(caller(&server, 650.0)).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || b
+        .attached()
+        .len()
+        == 1));
+    let neighbour = fleet.report(k).session_id;
+    // One message past the transceiver's 256 KiB limit: a broken backend, not a slow one.
+    a.send_raw(ChannelDownlink {
+        channel: 1,
+        downlink: Some(Downlink {
+            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                pcm: vec![0u8; 300 * 1024].into(),
+                item_id: String::new(),
+            })),
+        }),
+        release: false,
+    });
+    // The stream ends with every channel on it; the session goes to the worker with room.
+    assert!(
+        drive_until(&mut fleet, Duration::from_secs(10), || b
+            .session(&id)
+            .is_some_and(|l| l.frames.len() > 10)),
+        "{}",
+        server.log_tail(20)
+    );
+    assert_eq!(b.session(&id).unwrap().attempt, 2);
+    assert!(a.session(&id).unwrap().ended);
+    assert!(server.log_tail(200).contains("multiplex stream ended"));
+    // The other backend's own session never noticed.
+    let log = b.session(&neighbour).unwrap();
+    for w in log.frames.windows(2) {
+        assert_eq!(w[1].0, w[0].0 + 1);
+    }
+}
+
+#[test]
+fn attaches_past_the_in_flight_limit_are_refused_and_the_stream_goes_on() {
+    use voxgate_proto::bridge::bridge_client::BridgeClient;
+    use voxgate_proto::bridge::MultiplexDownlink;
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = BridgeClient::connect(server.grpc_url.clone())
+            .await
+            .unwrap();
+        let attach_msg = |channel: u64| ChannelDownlink {
+            channel,
+            downlink: Some(Downlink {
+                kind: Some(downlink::Kind::Attach(attach(
+                    &format!("{channel:032x}"),
+                    0,
+                ))),
+            }),
+            release: false,
+        };
+        // 300 attaches in one message: the transceiver takes 256 at once and refuses the rest.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(MultiplexDownlink {
+            messages: (1..=300).map(attach_msg).collect(),
+        })
+        .await
+        .unwrap();
+        let mut up = client
+            .multiplex(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut codes = std::collections::HashMap::new();
+        while codes.len() < 300 {
+            let batch = up.message().await.unwrap().expect("the stream goes on");
+            for m in batch.messages {
+                let closed = m.closed.expect("only closes: no such sessions");
+                codes.insert(m.channel, closed.code);
+            }
+        }
+        let exhausted = codes
+            .values()
+            .filter(|c| **c == tonic::Code::ResourceExhausted as i32)
+            .count();
+        assert_eq!(exhausted, 300 - 256);
+        assert!(codes
+            .values()
+            .all(|c| *c == tonic::Code::NotFound as i32
+                || *c == tonic::Code::ResourceExhausted as i32));
+        // Once those attaches are over, the stream takes attaches again (their answers can
+        // reach us a moment before the stream's own count of them goes down).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut channel = 300;
+        loop {
+            channel += 1;
+            tx.send(MultiplexDownlink {
+                messages: vec![attach_msg(channel)],
+            })
+            .await
+            .unwrap();
+            let batch = up.message().await.unwrap().unwrap();
+            assert_eq!(batch.messages[0].channel, channel);
+            let code = batch.messages[0].closed.as_ref().unwrap().code;
+            if code == tonic::Code::NotFound as i32 {
+                break;
+            }
+            assert_eq!(code, tonic::Code::ResourceExhausted as i32);
+            assert!(std::time::Instant::now() < deadline, "still refused");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
