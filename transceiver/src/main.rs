@@ -135,6 +135,7 @@ fn run(config: Config) -> anyhow::Result<()> {
     )?);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.control_threads(loop_count))
         .enable_all()
         .thread_name("control")
         .on_thread_start(yield_to_media_loops)
@@ -205,6 +206,7 @@ async fn serve(
         signal = %http.local_addr()?,
         grpc = %grpc.local_addr()?,
         loops = control.loops().len(),
+        control_threads = config.control_threads(control.loops().len()),
         media = %config.media_listen,
         "transceiver ready"
     );

@@ -38,6 +38,11 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_LOOPS")]
     pub loops: Option<usize>,
 
+    /// Worker threads of the control runtime (gRPC to the backends, dispatch, admission).
+    /// Default: one per two media loops, at least one.
+    #[arg(long, env = "VOXGATE_CONTROL_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub control_threads: Option<u16>,
+
     /// Do not pin media loops to CPU cores.
     #[arg(long, env = "VOXGATE_NO_PIN", default_value_t = false)]
     pub no_pin: bool,
@@ -448,6 +453,20 @@ impl Config {
         Ok(n)
     }
 
+    /// Worker threads of the control runtime for `loops` media loops.
+    ///
+    /// One per two loops, not tokio's one per core: a 1-loop transceiver on two cores ran two
+    /// workers that woke each other for the uplink batches (1,130 context switches a second
+    /// each at 100 passthrough sessions). One worker: CPU per packet 35.1 -> 31.9 us there
+    /// (0.91 x, medians of 11 interleaved pairs), no change at 550 passthrough or 100 PCM
+    /// sessions (docs/SESSION_COST.md). A loop at its PCM capacity gives its control side
+    /// about a fifth of a core of gRPC work, so two loops' worth fits one worker.
+    pub fn control_threads(&self, loops: usize) -> usize {
+        self.control_threads
+            .map_or(loops.div_ceil(2), usize::from)
+            .max(1)
+    }
+
     /// The socket address media loop `i` binds.
     pub fn loop_listen(&self, i: usize) -> SocketAddr {
         let mut addr = self.media_listen;
@@ -683,6 +702,15 @@ mod tests {
         let c = parse(&["--media-listen", "127.0.0.1:5000", "--loops", "3"]);
         assert_eq!(c.loop_count().unwrap(), 3);
         assert_eq!(c.loop_listen(2), "127.0.0.1:5002".parse().unwrap());
+    }
+
+    #[test]
+    fn control_threads_default_to_one_per_two_loops() {
+        assert_eq!(parse(&[]).control_threads(1), 1);
+        assert_eq!(parse(&[]).control_threads(2), 1);
+        assert_eq!(parse(&[]).control_threads(16), 8);
+        assert_eq!(parse(&["--control-threads", "3"]).control_threads(1), 3);
+        assert!(Config::try_parse_from(["transceiver", "--control-threads", "0"]).is_err());
     }
 
     #[test]
