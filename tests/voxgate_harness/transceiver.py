@@ -14,8 +14,9 @@ HEALTH_TIMEOUT_S = 15.0
 
 
 def transceiver_bin() -> Path:
-    """target/debug/transceiver, or $VOXGATE_TRANSCEIVER_BIN."""
-    path = Path(os.environ.get("VOXGATE_TRANSCEIVER_BIN", ROOT / "target" / "debug" / "transceiver"))
+    """$VOXGATE_TRANSCEIVER_BIN, or debug/transceiver in cargo's target dir ($CARGO_TARGET_DIR)."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    path = Path(os.environ.get("VOXGATE_TRANSCEIVER_BIN", target / "debug" / "transceiver"))
     if not path.is_file():
         raise RuntimeError(f"{path} missing: run `cargo build -p voxgate-transceiver --bins` first")
     return path
