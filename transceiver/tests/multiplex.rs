@@ -43,6 +43,21 @@ fn attach(session_id: &str, sample_rate_hz: u32) -> Attach {
 }
 
 /// Waits until `worker`'s log of `id` holds a `closed`; returns its code.
+/// Opens a call and waits until `worker` owns it (its only call so far); returns the session id.
+fn first_call_of(
+    fleet: &mut Fleet,
+    server: &ServerProcess,
+    worker: &TestWorker,
+    tone_hz: f32,
+) -> String {
+    let i = fleet.open(caller(server, tone_hz)).unwrap();
+    assert!(drive_until(fleet, Duration::from_secs(10), || worker
+        .attached()
+        .len()
+        == 1));
+    fleet.report(i).session_id
+}
+
 fn closed_code(fleet: &mut Fleet, worker: &TestWorker, id: &str) -> i32 {
     assert!(
         drive_until(fleet, Duration::from_secs(5), || worker
@@ -58,12 +73,7 @@ fn a_failed_attach_closes_only_its_channel_with_the_status_a_session_call_gets()
     let server = ServerProcess::start(&["--loops", "1"]);
     let owner = mux_worker(&server, "owner", 1);
     let mut fleet = Fleet::new().unwrap();
-    let i = fleet.open(caller(&server, 500.0)).unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || owner
-        .attached()
-        .len()
-        == 1));
-    let id = fleet.report(i).session_id;
+    let id = first_call_of(&mut fleet, &server, &owner, 500.0);
     let other = mux_worker(&server, "other", 1);
     let unknown = "0123456789abcdef0123456789abcdef";
     let bad_rate = "00000000000000000000000000000001";
@@ -167,12 +177,7 @@ fn a_stream_that_stops_reading_loses_its_frames_then_its_channels_and_nobody_els
         .len()
         == 2));
     let b = TestWorker::start(&server.grpc_url, "b", 4, 48_000);
-    let k = fleet.open(caller(&server, 700.0)).unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || b
-        .attached()
-        .len()
-        == 1));
-    let healthy = fleet.report(k).session_id;
+    let healthy = first_call_of(&mut fleet, &server, &b, 700.0);
     let stalled: Vec<String> = a.attached();
     a.stall(&stalled[0]);
     // The stream's queue fills (2 s of both channels' frames), then stays full past the stall
@@ -293,19 +298,9 @@ fn an_oversized_message_ends_only_its_stream_and_its_sessions_go_to_another_work
     let server = ServerProcess::start(&["--loops", "1"]);
     let a = mux_worker(&server, "a", 1);
     let mut fleet = Fleet::new().unwrap();
-    let i = fleet.open(caller(&server, 450.0)).unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || a
-        .attached()
-        .len()
-        == 1));
-    let id = fleet.report(i).session_id;
+    let id = first_call_of(&mut fleet, &server, &a, 450.0);
     let b = TestWorker::start(&server.grpc_url, "b", 2, 48_000);
-    let k = fleet.open(caller(&server, 650.0)).unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || b
-        .attached()
-        .len()
-        == 1));
-    let neighbour = fleet.report(k).session_id;
+    let neighbour = first_call_of(&mut fleet, &server, &b, 650.0);
     // One message past the transceiver's 256 KiB limit: a broken backend, not a slow one.
     a.send_raw(ChannelDownlink {
         channel: 1,
