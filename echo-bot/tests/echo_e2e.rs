@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -95,15 +95,8 @@ impl Proc {
     }
 }
 
-fn free_tcp_port() -> u16 {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
-fn free_udp_port() -> u16 {
-    let s = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
-    s.local_addr().expect("addr").port()
-}
+// Below the ephemeral range and claimed across test processes: see voxgate_testkit::ports.
+use voxgate_testkit::ports::{free_tcp_port, free_udp_and_tcp_port as free_udp_port};
 
 /// The `transceiver` binary next to `echo-bot`, brought up to date by cargo once per test
 /// process, so the test never runs a stale transceiver. It is the very build `scripts/test`

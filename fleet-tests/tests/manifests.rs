@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -1299,19 +1299,8 @@ fn dockerfiles_build_small_non_root_images_with_health_checks() {
 
 // ---- running the binaries -------------------------------------------------------------------
 
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port()
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|s| s.local_addr())
-        .expect("port")
-        .port()
-}
+// Below the ephemeral range and claimed across test processes: see voxgate_testkit::ports.
+use voxgate_testkit::ports::{free_tcp_port as free_port, free_udp_and_tcp_port as free_udp_port};
 
 fn healthcheck(args: &[&str], env: &[(&str, String)]) -> bool {
     let script = deploy_dir().join("docker/healthcheck.sh");

@@ -42,6 +42,7 @@ pub mod downlink_audio;
 pub mod fleet;
 pub mod loss_injector;
 pub mod opus_codec;
+pub mod ports;
 pub mod session_config;
 pub mod session_report;
 pub mod signal;

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import random
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -22,16 +25,69 @@ def transceiver_bin() -> Path:
     return path
 
 
+# Ports for the servers a test starts: picked below the kernel's ephemeral range, so no outgoing
+# connection can take one between the pick and the server's bind, and claimed across processes
+# with an exclusive file in the directory voxgate_testkit::ports (the Rust tests) uses too.
+_CLAIM_DIR = Path(tempfile.gettempdir()) / "voxgate-test-ports"
+_CLAIM_LIFETIME_S = 15 * 60
+_LOWEST = 10_000
+
+
+def _candidate_range() -> tuple[int, int]:
+    try:
+        low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32_768, 60_999
+    return (_LOWEST, low) if low >= _LOWEST + 5_000 else (max(high + 1, _LOWEST), 65_535)
+
+
+def _binds(port: int, kind: int) -> bool:
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            with socket.socket(family, kind) as s:
+                if kind == socket.SOCK_STREAM:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind((host, port))
+        except OSError as e:
+            if family == socket.AF_INET6 and e.errno == errno.EADDRNOTAVAIL:
+                continue  # no IPv6 loopback here: nothing can collide on it
+            return False
+    return True
+
+
+def _claim(port: int) -> bool:
+    _CLAIM_DIR.mkdir(exist_ok=True)
+    path = _CLAIM_DIR / str(port)
+    for _ in range(2):
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except FileExistsError:
+            try:
+                if time.time() - path.stat().st_mtime <= _CLAIM_LIFETIME_S:
+                    return False
+                path.unlink()
+            except FileNotFoundError:
+                pass
+    return False
+
+
+def _free_port(*kinds: int) -> int:
+    low, high = _candidate_range()
+    for _ in range(500):
+        port = random.randrange(low, high)
+        if all(_binds(port, k) for k in kinds) and _claim(port):
+            return port
+    raise RuntimeError(f"no free loopback port in {low}..{high}")
+
+
 def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _free_port(socket.SOCK_STREAM)
 
 
 def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    # The media loop also listens for ICE-TCP on its UDP port.
+    return _free_port(socket.SOCK_DGRAM, socket.SOCK_STREAM)
 
 
 class Transceiver:

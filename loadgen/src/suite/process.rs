@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use voxgate_testkit::ports;
 
 /// A server process, stopped (SIGTERM, then SIGKILL) on drop.
 pub struct Proc {
@@ -60,7 +61,13 @@ impl Drop for Proc {
     }
 }
 
+/// A TCP port free on `ip`. On loopback it comes from voxgate_testkit::ports: below the
+/// ephemeral range, so no outgoing connection takes it before the server binds it, and claimed
+/// across processes, so a benchmark beside the test suite cannot pick it either.
 pub fn free_tcp_port(ip: IpAddr) -> anyhow::Result<u16> {
+    if ip.is_loopback() {
+        return Ok(ports::free_tcp_port());
+    }
     Ok(TcpListener::bind((ip, 0))?.local_addr()?.port())
 }
 
@@ -68,6 +75,9 @@ pub fn free_tcp_port(ip: IpAddr) -> anyhow::Result<u16> {
 /// listen for ICE-TCP on their UDP ports by default, and a port the kernel hands out free for
 /// UDP can still be held for TCP (a connection in TIME_WAIT after the relay's TCP runs).
 pub fn free_udp_ports(ip: IpAddr, n: u16) -> anyhow::Result<u16> {
+    if ip.is_loopback() {
+        return Ok(ports::free_port_range(n, ports::Protocols::UdpAndTcp));
+    }
     for _ in 0..100 {
         let first = UdpSocket::bind((ip, 0))?;
         let base = first.local_addr()?.port();

@@ -6,7 +6,7 @@ pub mod netns;
 pub mod stack;
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -87,51 +87,15 @@ pub fn frame(direction: Direction, client: SocketAddr, payload: &[u8]) -> Vec<u8
     out
 }
 
-pub fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+// Ports for the servers these tests start come from voxgate_testkit::ports: below the
+// ephemeral range, claimed across test processes (a port picked with bind :0 was once taken by
+// an outgoing connection before the relay bound it).
+pub use voxgate_testkit::ports::{free_tcp_port, free_udp_and_tcp_port};
 
-/// A port free for both UDP and TCP on 127.0.0.1 (the relay's public port serves both).
-pub fn free_udp_and_tcp_port() -> u16 {
-    for _ in 0..200 {
-        let port = free_udp_port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no port free for both UDP and TCP");
-}
-
-pub fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A base port with `n` consecutive ports on 127.0.0.1 free for UDP and for TCP (a transceiver's
-/// media loop binds both on its port; the range overlaps the ephemeral ports of every outgoing
-/// TCP connection on this shared machine).
+/// A base port with `n` consecutive ports on loopback free for UDP and for TCP (a transceiver's
+/// media loop binds both on its port).
 pub fn free_udp_range(n: u16) -> u16 {
-    for _ in 0..200 {
-        let base = 20_000 + rand::random::<u16>() % 30_000;
-        let held: Vec<_> = (0..n)
-            .map_while(|i| {
-                let udp = UdpSocket::bind(("127.0.0.1", base + i)).ok()?;
-                let tcp = TcpListener::bind(("127.0.0.1", base + i)).ok()?;
-                Some((udp, tcp))
-            })
-            .collect();
-        if held.len() == usize::from(n) {
-            return base;
-        }
-    }
-    panic!("no free UDP port range");
+    voxgate_testkit::ports::free_port_range(n, voxgate_testkit::ports::Protocols::UdpAndTcp)
 }
 
 /// A UDP socket on 127.0.0.1 with a read timeout.

@@ -8,15 +8,13 @@
 
 pub mod backend;
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long `ServerProcess::start` waits for `GET /healthz` to answer 200.
@@ -40,59 +38,15 @@ pub fn transceiver_bin() -> PathBuf {
 // ------------------------------------------------------------------------------------------------
 // Ports
 
-/// Ports handed out by this test process, so two servers of one test binary never get the same.
-static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+// Ports for the servers these tests start come from voxgate_testkit::ports: below the
+// ephemeral range (an outgoing connection cannot take one between the pick and the child's
+// bind), claimed in this process and across test processes.
+pub use voxgate_testkit::ports::free_tcp_port;
 
-fn claim(ports: &[u16]) -> bool {
-    let mut g = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    let set = g.get_or_insert_with(HashSet::new);
-    if ports.iter().any(|p| set.contains(p)) {
-        return false;
-    }
-    set.extend(ports.iter().copied());
-    true
-}
-
-/// A TCP port on 127.0.0.1 that was free a moment ago (bind :0, read, drop).
-pub fn free_tcp_port() -> u16 {
-    for _ in 0..100 {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind TCP 127.0.0.1:0");
-        let port = l.local_addr().expect("local_addr").port();
-        drop(l);
-        if claim(&[port]) {
-            return port;
-        }
-    }
-    panic!("no free TCP port found");
-}
-
-/// A UDP base port P on 127.0.0.1 such that P, P+1, .., P+count-1 were all free a moment ago.
+/// A base port P on loopback such that P, P+1, .., P+count-1 are free for UDP and TCP (a media
+/// loop also listens for ICE-TCP on its UDP port).
 pub fn free_udp_port_range(count: u16) -> u16 {
-    assert!(count >= 1);
-    for _ in 0..200 {
-        let first = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind UDP 127.0.0.1:0");
-        let base = first.local_addr().expect("local_addr").port();
-        if base.checked_add(count - 1).is_none() {
-            continue;
-        }
-        let mut held = vec![first];
-        let mut ok = true;
-        for i in 1..count {
-            match UdpSocket::bind((Ipv4Addr::LOCALHOST, base + i)) {
-                Ok(s) => held.push(s),
-                Err(_) => {
-                    ok = false;
-                    break;
-                }
-            }
-        }
-        drop(held);
-        let ports: Vec<u16> = (0..count).map(|i| base + i).collect();
-        if ok && claim(&ports) {
-            return base;
-        }
-    }
-    panic!("no range of {count} free UDP ports found");
+    voxgate_testkit::ports::free_port_range(count, voxgate_testkit::ports::Protocols::UdpAndTcp)
 }
 
 // ------------------------------------------------------------------------------------------------
