@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 /// After this a cross-process claim is stale. Longer than any one test; short enough that a
-/// few suite runs in a row cannot use up the range (a full run claims about 2,000 ports).
+/// few suite runs in a row cannot use up the range (a full suite run claims about 1,000 ports).
 pub const CLAIM_LIFETIME: Duration = Duration::from_secs(15 * 60);
 
 /// The lowest port handed out (above the registered ports of common local services).

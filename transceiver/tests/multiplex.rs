@@ -23,6 +23,15 @@ fn caller(server: &ServerProcess, tone_hz: f32) -> SessionConfig {
     }
 }
 
+fn text_message(text: &str) -> voxgate_proto::bridge::DataMessage {
+    voxgate_proto::bridge::DataMessage {
+        label: "oai-events".into(),
+        payload: Some(voxgate_proto::bridge::data_message::Payload::Text(
+            text.into(),
+        )),
+    }
+}
+
 fn mux_worker(server: &ServerProcess, id: &str, capacity: u32) -> TestWorker {
     TestWorker::start_over(
         &server.grpc_url,
@@ -241,6 +250,7 @@ fn a_long_answer_sent_at_once_is_played_whole_and_a_flood_loses_only_its_excess(
     };
     // A text-to-speech answer of 10 s in 100 chunks at once, more than a session's queue takes
     // between two frames: the rest waits on the stream, nothing is lost, playout is paced.
+    let answer_sent = Instant::now();
     for _ in 0..100 {
         w.send(&aid, downlink::Kind::Audio(chunk(100)));
     }
@@ -255,17 +265,29 @@ fn a_long_answer_sent_at_once_is_played_whole_and_a_flood_loses_only_its_excess(
     for _ in 0..1200 {
         w.send(&fid, downlink::Kind::Audio(chunk(100)));
     }
-    wait_metric(
-        &server,
-        "voxgate_multiplex_dropped_total",
-        &["reason=\"downlink_full\""],
-        1,
+    // The stream's messages are handled in order: once a message sent after the flood reaches
+    // the other caller, every chunk of the flood was taken or dropped, however long that took
+    // on a busy machine. (A message on the flooded channel itself would wait behind its audio.)
+    w.send(&aid, downlink::Kind::Data(text_message("flood sent")));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(20), |f| f
+            .session(answered)
+            .channel_messages()
+            .iter()
+            .any(|m| m.contains("flood sent"))),
+        "the message after the flood never arrived"
     );
-    fleet.run_for(Duration::from_millis(1000));
     let text = http_get(&server.url("/metrics"), None).body;
     let dropped = metric_sum(&text, "voxgate_multiplex_dropped_total", &[]);
-    assert!((350..=900).contains(&dropped), "{dropped} chunks dropped");
+    let played_chunks = fleet.report(flooded).audio_packets_received / 5;
+    assert!(
+        (350u64.saturating_sub(played_chunks)..=900).contains(&dropped),
+        "{dropped} chunks dropped, {played_chunks} played"
+    );
     // Its barge-in still gets through at once, and drops the waiting audio with the queued.
+    // (The fleet first reads what came during the metrics request, so every arrival it times
+    // after the clear was sent after it.)
+    fleet.run_for(Duration::from_millis(100));
     let cleared_at = w.clear(&fid);
     fleet.run_for(Duration::from_millis(500));
     let last = *fleet
@@ -288,9 +310,11 @@ fn a_long_answer_sent_at_once_is_played_whole_and_a_flood_loses_only_its_excess(
         Some(last),
         "nothing plays after the clear"
     );
-    // The answer on the other channel kept its pace through all of it.
+    // The answer on the other channel (10 s) kept its pace through all of it: a packet every
+    // 20 ms since it was sent, less the first packet's way and a little scheduling slack.
+    let due = (answer_sent.elapsed().as_millis() / 20).min(500) as u64;
     let heard = fleet.report(answered).audio_packets_received;
-    assert!(heard >= 190, "{heard} packets in 4.5 s");
+    assert!(heard + 10 >= due, "{heard} packets where {due} were due");
 }
 
 #[test]
