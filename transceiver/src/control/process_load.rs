@@ -115,16 +115,25 @@ impl YoungSessions {
     }
 }
 
+/// The most the projection scales the window's ratio by. Sessions/settled alone grows without
+/// bound when arrivals are fast: at 100 arrivals/s young sessions outnumber the settled ones
+/// ten to one, and the ratio, which already holds their handshakes and most of their media,
+/// was multiplied by 11. A transceiver on one core using 0.23 of it refused 23 of 250
+/// passthrough callers as "298 % of its usable cores" (`loadgen sessions -n 250 --rate 100`).
+/// 1.5 is what young sessions add at 25 arrivals/s near one core's PCM capacity (50 young on
+/// 100 settled), so the slow ramps the projection is for keep all of it.
+pub const MAX_PROJECTION: f64 = 1.5;
+
 /// The process's CPU share once its young sessions cost what its settled ones do: `ratio`
-/// scaled by all sessions over the settled ones. It overstates a little (the young sessions'
-/// handshakes and partial costs are already in `ratio`), so a ramp slows as it nears the limit
-/// and goes on once the young sessions have settled.
+/// scaled by all sessions over the settled ones, at most by [`MAX_PROJECTION`]. It overstates
+/// a little (the young sessions' handshakes and partial costs are already in `ratio`), so a
+/// ramp slows as it nears the limit and goes on once the young sessions have settled.
 pub fn projected(ratio: f64, sessions: usize, young: usize) -> f64 {
     let settled = sessions.saturating_sub(young);
     if settled < MIN_SETTLED || young == 0 {
         return ratio;
     }
-    ratio * sessions as f64 / settled as f64
+    ratio * (sessions as f64 / settled as f64).min(MAX_PROJECTION)
 }
 
 /// Cores this process may run on: its CPU affinity, capped by a cgroup CPU quota (a container's
@@ -244,6 +253,9 @@ mod tests {
         // Too few settled sessions to extrapolate from (a burst onto an idle process).
         assert_eq!(projected(0.1, 60, 45), 0.1);
         assert_eq!(projected(0.1, 10, 10), 0.1);
+        // A fast ramp: 200 young on 50 settled would be 5 ×; the window already holds most of
+        // their cost, so the projection stops at 1.5 ×.
+        assert!((projected(0.4, 250, 200) - 0.6).abs() < 1e-9);
     }
 
     #[test]
