@@ -45,11 +45,6 @@ pub fn free_tcp_port() -> u16 {
     free_port_range(1, Protocols::Tcp)
 }
 
-/// A UDP port free on loopback.
-pub fn free_udp_port() -> u16 {
-    free_port_range(1, Protocols::Udp)
-}
-
 /// A port free on loopback for both UDP and TCP.
 pub fn free_udp_and_tcp_port() -> u16 {
     free_port_range(1, Protocols::UdpAndTcp)
