@@ -34,9 +34,9 @@ const LOWEST: u16 = 10_000;
 /// Which protocols a port must be free for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocols {
-    Udp,
     Tcp,
-    /// Both, e.g. a transceiver media port (UDP, plus ICE-TCP on the same number).
+    /// Both, e.g. a transceiver media port (UDP, plus ICE-TCP on the same number). There is no
+    /// UDP-only choice: every UDP port a voxgate server binds may also take ICE-TCP.
     UdpAndTcp,
 }
 
@@ -105,9 +105,8 @@ fn binds(port: u16, protocols: Protocols) -> bool {
         Ok(_) => true,
         Err(e) => a == v6 && e.kind() == ErrorKind::AddrNotAvailable,
     };
-    let want_udp = protocols != Protocols::Tcp;
-    let want_tcp = protocols != Protocols::Udp;
-    (!want_udp || (udp(v4) && udp(v6))) && (!want_tcp || (tcp(v4) && tcp(v6)))
+    let want_udp = protocols == Protocols::UdpAndTcp;
+    (!want_udp || (udp(v4) && udp(v6))) && tcp(v4) && tcp(v6)
 }
 
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
