@@ -375,6 +375,13 @@ struct HeaderLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodecLabel {
+    rate: String,
+    application: String,
+    complexity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: String,
 }
@@ -432,6 +439,9 @@ pub struct Metrics {
     sessions_reserved: Gauge,
     signaling_rejected: Family<ReasonLabel, Counter>,
     backend_stalls: Counter,
+    /// Admission's estimate of a talking PCM session (see `control::codec_cost`).
+    codec_cost: Family<CodecLabel, Gauge<f64, AtomicU64>>,
+    talking_counted: Counter,
     /// Ingress steering (issue 13): choices, and request headers not believed.
     ingress_selected: Family<IngressLabel, Counter>,
     ingress_header_unmatched: Counter,
@@ -494,6 +504,8 @@ impl Metrics {
             sessions_reserved: Gauge::default(),
             signaling_rejected: Family::default(),
             backend_stalls: Counter::default(),
+            codec_cost: Family::default(),
+            talking_counted: Counter::default(),
             ingress_selected: Family::default(),
             ingress_header_unmatched: Counter::default(),
             untrusted_header: Family::default(),
@@ -773,6 +785,16 @@ impl Metrics {
             "Backend streams dropped because their uplink queue stayed full past --backend-stall-secs",
             self.backend_stalls.clone(),
         );
+        registry.register(
+            "codec_cpu_seconds",
+            "CPU seconds this process measured for one second of a PCM session's decoding and encoding, by backend rate and encoder setting (admission counts a talking session at twice this)",
+            self.codec_cost.clone(),
+        );
+        registry.register(
+            "admission_talking_sessions",
+            "PCM sessions admission counted at their encoder's cost when their backend started talking",
+            self.talking_counted.clone(),
+        );
     }
 
     /// Ingress choices and the proxy headers that were not believed.
@@ -837,6 +859,21 @@ impl Metrics {
 
     pub fn backend_stalled(&self) {
         self.backend_stalls.inc();
+    }
+
+    /// A codec cost admission measured (CPU seconds per session-second).
+    pub fn codec_cost(&self, key: crate::media::audio_bridge::StartedTalking, seconds: f64) {
+        self.codec_cost
+            .get_or_create(&CodecLabel {
+                rate: key.rate.to_string(),
+                application: format!("{:?}", key.encoder.application).to_lowercase(),
+                complexity: key.encoder.complexity.to_string(),
+            })
+            .set(seconds);
+    }
+
+    pub fn talking_counted(&self) {
+        self.talking_counted.inc();
     }
 
     /// The admission-slot gauge, for the registry to keep exact under its lock.

@@ -6,7 +6,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::backend::{TestTap, TestWorker, Transport};
-use support::{drive_until, http_get, metric_sum, wait_metric, ServerProcess};
+use support::{drive_until, http_get, metric_sum, metrics, wait_metric, ServerProcess};
 use voxgate_testkit::signal::dominant_frequency;
 use voxgate_testkit::{Fleet, SessionConfig};
 
@@ -690,6 +690,15 @@ fn opus_passthrough_carries_raw_opus_both_ways_over(transport: Transport) {
     let hz = dominant_frequency(&heard[heard.len() - 48_000..], 48_000);
     assert!((hz - 1200.0).abs() <= 10.0, "caller heard {hz} Hz");
     assert_eq!(fleet.report(i).audio_packets_received, 75);
+    // A passthrough backend that talks adds no encoder: admission counts nothing for it.
+    assert_eq!(
+        metric_sum(
+            &metrics(&server),
+            "voxgate_admission_talking_sessions_total",
+            &[]
+        ),
+        0
+    );
 }
 
 #[test]
@@ -825,6 +834,38 @@ fn a_backend_chooses_its_own_downlink_encoder_and_a_bad_choice_is_refused() {
     let heard = fleet.session(i).received_pcm();
     let hz = dominant_frequency(&heard[heard.len() - 24_000..], 48_000);
     assert!((hz - 660.0).abs() <= 10.0, "caller heard {hz} Hz");
+    // Admission counted the session at its encoder's cost once it talked, measured for the
+    // setting it chose (and the transceiver's own default, measured at start).
+    assert_eq!(
+        wait_metric(&server, "voxgate_admission_talking_sessions_total", &[], 1),
+        1
+    );
+    let codec_cost = |labels: &[&str]| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let text = metrics(&server);
+            let v = text
+                .lines()
+                .filter(|l| l.starts_with("voxgate_codec_cpu_seconds{"))
+                .find(|l| labels.iter().all(|lab| l.contains(lab)))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+            match v {
+                Some(v) => return v,
+                None if Instant::now() > deadline => panic!("no codec cost {labels:?}:\n{text}"),
+                None => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    };
+    let chosen = codec_cost(&[
+        "rate=\"24000\"",
+        "application=\"lowdelay\"",
+        "complexity=\"0\"",
+    ]);
+    let default = codec_cost(&["rate=\"48000\"", "application=\"voip\"", "complexity=\"5\""]);
+    // A second of decoding and encoding: real work, far below a second of CPU.
+    for cost in [chosen, default] {
+        assert!(cost > 0.0001 && cost < 0.5, "{chosen} {default}");
+    }
 
     // A complexity past 10 or an unknown application: INVALID_ARGUMENT, saying which.
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -876,5 +917,14 @@ fn a_backend_chooses_its_own_downlink_encoder_and_a_bad_choice_is_refused() {
             .report(i)
             .audio_packets_received
             >= before + 20)
+    );
+    // Once per owner: the second answer is not a new start.
+    assert_eq!(
+        metric_sum(
+            &metrics(&server),
+            "voxgate_admission_talking_sessions_total",
+            &[]
+        ),
+        1
     );
 }

@@ -3,7 +3,8 @@
 //! Owns: the process configuration ([`config`]), the WHIP-shaped HTTP edge ([`signaling`]), offer
 //! validation ([`offer`]), who a request really comes from behind trusted proxies
 //! ([`client_origin`]), which relay ingress a new session advertises ([`ingress`]), the session → loop index with admission ([`registry`]), the whole process's CPU share that
-//! admission also reads ([`process_load`]), and the
+//! admission also reads ([`process_load`]) with what a PCM session's codecs cost on this
+//! machine ([`codec_cost`]), and the
 //! [`plane::ControlPlane`] that ties them together and runs on the tokio runtime.
 //!
 //! May call: [`crate::media`] only through its handles (`LoopHandle` commands, `LoopEvent`s
@@ -19,6 +20,7 @@
 //! command queue; the loop's end events come back to [`plane::ControlPlane::run_events`].
 
 pub mod client_origin;
+pub mod codec_cost;
 pub mod config;
 pub mod ingress;
 pub mod offer;

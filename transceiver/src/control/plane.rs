@@ -17,12 +17,13 @@ use std::collections::HashMap;
 
 use crate::backend::dispatch::SessionInfo;
 use crate::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
+use crate::control::codec_cost::{CodecCosts, TALKING_OVER_FLOOR};
 use crate::control::ingress::{IngressChoice, IngressSelector};
 use crate::control::offer::{validate_offer, OfferError};
-use crate::control::process_load::{projected, YoungSessions};
+use crate::control::process_load::{projected, usable_cores, RecentTalkers, YoungSessions};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
-use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints};
+use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::SharedBusy;
 use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle, SessionEnded};
 use crate::media::session::{
@@ -47,8 +48,8 @@ pub enum ControlError {
     #[error("every media loop is saturated (least busy at {0} %); try again or another instance")]
     LoopsSaturated(u32),
     #[error(
-        "the transceiver's CPU is saturated ({0} % of its usable cores, counting the sessions it \
-         just admitted); try again or another instance"
+        "the transceiver's CPU is saturated ({0} % of its usable cores, counting what the sessions \
+         it just admitted or that just started talking will add); try again or another instance"
     )]
     ProcessSaturated(u32),
     #[error("too many session requests from this address; retry after {} s", .0.as_secs().max(1))]
@@ -142,9 +143,15 @@ pub struct ControlPlane {
     process_load: SharedBusy,
     /// Whether the last admission found the process saturated (logs only the transitions).
     process_saturated: AtomicBool,
-    /// Sessions admitted too recently for the CPU window to show their cost; held only for one
+    /// Sessions admitted too recently for the CPU window to show their cost, and PCM sessions
+    /// that started talking too recently for it to show their encoder; each held only for one
     /// update, never across an await.
     young: Mutex<YoungSessions>,
+    talkers: Mutex<RecentTalkers>,
+    /// What a talking PCM session's codecs cost here, per setting.
+    codec_costs: Arc<CodecCosts>,
+    /// Cores the process may use (the CPU window's denominator).
+    cores: f64,
     dispatch: DispatchHandle,
     /// Held only for one bucket update, never across an await.
     rate_limiter: Mutex<RateLimiter>,
@@ -172,6 +179,9 @@ impl ControlPlane {
             ),
             rate_limiter: Mutex::new(RateLimiter::new(config.rate_limit, Instant::now())),
             young: Mutex::new(YoungSessions::new(config.max_sessions)),
+            talkers: Mutex::new(RecentTalkers::new(config.max_sessions)),
+            codec_costs: CodecCosts::new(config.encoder, Arc::clone(&metrics)),
+            cores: usable_cores(),
             loops,
             metrics,
             config,
@@ -197,18 +207,31 @@ impl ControlPlane {
         if limit >= 1.0 {
             return Ok(());
         }
+        let now = Instant::now();
         let young = self
             .young
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .count(Instant::now());
-        let ratio = projected(self.process_load.ratio(), self.registry.len(), young);
+            .count(now);
+        let (ratio, talkers) = {
+            let mut talkers = self.talkers.lock().unwrap_or_else(|p| p.into_inner());
+            let sessions = self.registry.len();
+            let ratio = projected(
+                self.process_load.ratio(),
+                sessions,
+                young,
+                &mut talkers,
+                now,
+            );
+            (ratio, talkers.len())
+        };
         let saturated = ratio >= limit;
         if self.process_saturated.swap(saturated, Ordering::Relaxed) != saturated {
             if saturated {
                 tracing::warn!(
                     cpu_percent = (ratio * 100.0).round() as u32,
                     young_sessions = young,
+                    new_talkers = talkers,
                     limit = limit,
                     "the process's CPU is saturated: refusing new sessions"
                 );
@@ -549,6 +572,7 @@ impl ControlPlane {
         mut events: mpsc::Receiver<LoopEvent>,
         mut ended: mpsc::UnboundedReceiver<SessionEnded>,
     ) {
+        self.codec_costs.measure_default();
         let mut events_open = true;
         loop {
             tokio::select! {
@@ -557,6 +581,7 @@ impl ControlPlane {
                 e = ended.recv() => match e {
                     Some(SessionEnded { id, reason }) => {
                         self.registry.remove(id);
+                        self.talkers.lock().unwrap_or_else(|p| p.into_inner()).ended(id);
                         self.metrics.session_ended(reason.as_str());
                         self.dispatch.send(DispatchMsg::Ended { id }).await;
                     }
@@ -569,10 +594,24 @@ impl ControlPlane {
                         }
                         self.dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
                     }
+                    Some(LoopEvent::StartedTalking { id, talking }) => {
+                        self.started_talking(id, talking);
+                    }
                     None => events_open = false,
                 },
             }
         }
+    }
+
+    /// Session `id`'s backend played its first PCM frame: admission counts it at its encoder's
+    /// cost from now on, before the CPU window shows it.
+    fn started_talking(&self, id: SessionId, talking: StartedTalking) {
+        let cost = TALKING_OVER_FLOOR * self.codec_costs.per_session_second(talking) / self.cores;
+        self.talkers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .started_talking(Instant::now(), id, cost);
+        self.metrics.talking_counted();
     }
 
     /// Ends every session and stops the loops (graceful shutdown).

@@ -40,7 +40,7 @@ use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 use voxgate_proto::bridge::Uplink;
 use voxgate_udp_batch::{RecvBatch, SendBatch};
 
-use crate::media::audio_bridge::{BridgeError, OwnerEndpoints};
+use crate::media::audio_bridge::{BridgeError, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
 use crate::media::core_share::CoreShare;
 use crate::media::demux::{Claim, Demux, SessionKey};
@@ -139,6 +139,11 @@ pub enum LoopEvent {
         id: SessionId,
         owner: u64,
         stalled: bool,
+    },
+    /// A PCM owner's backend played its first frame (admission counts the encoder from now).
+    StartedTalking {
+        id: SessionId,
+        talking: StartedTalking,
     },
 }
 
@@ -774,6 +779,12 @@ impl MediaLoop {
         self.counters.bridge.add(&deltas);
         let handoff = session.bridge_mut().take_handoff();
         self.counters.handoff.add(&handoff);
+        if let Some(talking) = session.bridge_mut().take_started_talking() {
+            let _ = self.events.try_send(LoopEvent::StartedTalking {
+                id: session.id,
+                talking,
+            });
+        }
         if let Some((how, owner)) = session.owner_lost.take() {
             let _ = self.events.try_send(LoopEvent::OwnerLost {
                 id: session.id,

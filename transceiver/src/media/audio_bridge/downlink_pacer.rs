@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::error::TryRecvError;
 use voxgate_proto::bridge::{downlink, uplink, AudioMode, Cleared, PlaybackProgress, Uplink};
 
-use super::{AudioBridge, BridgeAction, QueuedItem, FRAME, MAX_OPUS_PACKET, RTP_TICKS_PER_FRAME};
+use super::{
+    AudioBridge, BridgeAction, QueuedItem, StartedTalking, FRAME, MAX_OPUS_PACKET,
+    RTP_TICKS_PER_FRAME,
+};
 
 /// Downlink audio the loop holds, PCM or Opus; beyond it, backend messages wait in the channel
 /// (and gRPC flow control pushes back on the backend).
@@ -231,10 +234,21 @@ impl AudioBridge {
             self.frame_buf[take..].fill(0);
             self.account_played(take as u64);
             let encoder = self.encoder.as_mut()?;
-            match encoder.encode(&self.frame_buf, &mut self.encode_buf) {
+            let n = match encoder.encode(&self.frame_buf, &mut self.encode_buf) {
                 Ok(n) => n,
                 Err(_) => return None,
+            };
+            if let Some(encoder) = self
+                .owner
+                .as_mut()
+                .and_then(|o| o.unreported_encoder.take())
+            {
+                self.started_talking = Some(StartedTalking {
+                    rate: self.rate,
+                    encoder,
+                });
             }
+            n
         };
         self.counters.downlink_frames += 1;
         Some((&self.encode_buf[..len], ts))

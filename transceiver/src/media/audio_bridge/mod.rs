@@ -61,7 +61,7 @@ pub fn valid_sample_rate(rate: u32) -> Result<u32, BridgeError> {
 }
 
 /// The downlink encoder's libopus application (`--opus-application`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum)]
 pub enum OpusApplication {
     /// SILK for speech at low rates, hybrid above; the default.
     #[default]
@@ -84,7 +84,7 @@ impl OpusApplication {
 }
 
 /// Downlink encoder settings (`--opus-bitrate`, `--opus-complexity`, `--opus-application`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EncoderSettings {
     pub bitrate: i32,
     pub complexity: i32,
@@ -109,6 +109,27 @@ impl EncoderSettings {
             application: choice.application.unwrap_or(self.application),
         }
     }
+
+    /// A mono encoder at `rate` with these settings, as every PCM session's downlink has.
+    pub fn encoder(&self, rate: u32) -> Result<opus::Encoder, opus::Error> {
+        let mut enc = opus::Encoder::new(rate, opus::Channels::Mono, self.application.to_opus())?;
+        enc.set_bitrate(opus::Bitrate::Bits(self.bitrate))?;
+        enc.set_complexity(self.complexity)?;
+        // In-band FEC is SILK's (LBRR): a CELT-only low-delay encoder has none to add.
+        if self.application != OpusApplication::Lowdelay {
+            enc.set_inband_fec(true)?;
+        }
+        Ok(enc)
+    }
+}
+
+/// A PCM owner's backend played its first frame: from now on the session costs its encoder
+/// (admission counts it at that cost before the CPU window shows it; see
+/// `control::process_load`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StartedTalking {
+    pub rate: u32,
+    pub encoder: EncoderSettings,
 }
 
 /// The channels that connect a session to its owning backend stream.
@@ -137,6 +158,8 @@ struct Owner {
     stall_after: Duration,
     /// Since when the uplink queue has been full (seen on a tick), if it is.
     full_since: Option<Instant>,
+    /// The downlink encoder's settings (PCM mode), until its first frame is reported.
+    unreported_encoder: Option<EncoderSettings>,
 }
 
 /// Something the session must do with its `Rtc` on behalf of the backend.
@@ -187,6 +210,8 @@ pub struct AudioBridge {
     /// Hand-off latencies since the loop last took them.
     handoff: HandoffHistogram,
     clock: WallClock,
+    /// Set by the owner's first encoded frame, until the loop takes it.
+    started_talking: Option<StartedTalking>,
 }
 
 impl AudioBridge {
@@ -223,6 +248,7 @@ impl AudioBridge {
             counters: BridgeCounters::default(),
             handoff: HandoffHistogram::default(),
             clock: WallClock::new(),
+            started_talking: None,
         }
     }
 
@@ -233,6 +259,11 @@ impl AudioBridge {
     /// The hand-off latencies observed since the last call.
     pub fn take_handoff(&mut self) -> HandoffHistogram {
         std::mem::take(&mut self.handoff)
+    }
+
+    /// Whether the owner's backend has just played its first PCM frame (once per owner).
+    pub fn take_started_talking(&mut self) -> Option<StartedTalking> {
+        self.started_talking.take()
     }
 
     /// The `owner_id` of the latest owner, live or lost.
@@ -290,16 +321,10 @@ impl AudioBridge {
                 self.decoder = Some(opus::Decoder::new(rate, opus::Channels::Mono)?);
             }
             let settings = self.encoder_settings.chosen(endpoints.encoder);
-            let mut enc =
-                opus::Encoder::new(rate, opus::Channels::Mono, settings.application.to_opus())?;
-            enc.set_bitrate(opus::Bitrate::Bits(settings.bitrate))?;
-            enc.set_complexity(settings.complexity)?;
-            // In-band FEC is SILK's (LBRR): a CELT-only low-delay encoder has none to add.
-            if settings.application != OpusApplication::Lowdelay {
-                enc.set_inband_fec(true)?;
-            }
-            self.encoder = Some(enc);
+            self.encoder = Some(settings.encoder(rate)?);
         }
+        let unreported_encoder = (endpoints.mode == AudioMode::Pcm)
+            .then(|| self.encoder_settings.chosen(endpoints.encoder));
         self.rate = rate;
         self.frame_buf.resize(self.frame_samples(), 0);
         let interval_samples =
@@ -314,6 +339,7 @@ impl AudioBridge {
             progress_interval_samples: interval_samples,
             stall_after: endpoints.stall_after,
             full_since: None,
+            unreported_encoder,
         };
         self.last_owner_id = endpoints.owner_id;
         self.dropped_ahead_of_clear = 0;

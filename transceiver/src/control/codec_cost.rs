@@ -1,0 +1,226 @@
+//! What a PCM session's codecs cost on this machine, per encoder setting, measured by the
+//! process itself: admission counts a session whose backend starts talking at that cost before
+//! the CPU window can show it (see `process_load`).
+//!
+//! Why measured and not a constant: the cost differs three-fold between encoder settings
+//! (lowdelay at complexity 0 against voip at 5) and by half between runs of the same machine
+//! (the codec floor of docs/BENCHMARKS.md was 3.07 CPU-ms per session-second in one run and
+//! 4.33 in another). One measurement is a second of audio through a fresh decoder and encoder,
+//! about 7 ms of CPU at the default settings, on the blocking pool, once per setting.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::control::process_load::thread_cpu_time;
+use crate::media::audio_bridge::{EncoderSettings, StartedTalking};
+use crate::metrics::Metrics;
+
+/// A talking PCM session costs the process about this many times its codecs' floor: the codecs
+/// run cold between a hundred other sessions' work, and the session also has its RTP, SRTP,
+/// str0m and gRPC work. Measured (`loadgen sessions --mode pcm --backend echo`, one core):
+/// 12.8 CPU-ms per session-second against a floor of 6.1 for decoding and encoding every frame
+/// (`loadgen codec-floor`, the same machine and hour).
+pub const TALKING_OVER_FLOOR: f64 = 2.0;
+
+/// Until the first measurement is in (the first few milliseconds of the process), a talking
+/// session is counted at this many CPU-seconds per session-second: the default encoder's floor
+/// on the benchmark machine.
+const UNMEASURED: f64 = 0.006;
+
+/// Frames measured per setting: one second of audio each way.
+const FRAMES: usize = 50;
+/// Frames run first so the measurement starts with the codec's tables in cache.
+const WARM_UP: usize = 5;
+
+/// The codec work one PCM session does, named by what changes its cost.
+pub type CodecKey = StartedTalking;
+
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Measuring,
+    Known(f64),
+    Failed,
+}
+
+/// Measured costs, one per setting the process has seen (a few dozen at most: three rates,
+/// three applications, eleven complexities, one bitrate).
+pub struct CodecCosts {
+    slots: Mutex<HashMap<CodecKey, Slot>>,
+    /// The transceiver's own encoder at 48 kHz: what an unmeasured setting is counted at.
+    default: CodecKey,
+    metrics: Arc<Metrics>,
+}
+
+impl CodecCosts {
+    pub fn new(default_encoder: EncoderSettings, metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(CodecCosts {
+            slots: Mutex::new(HashMap::new()),
+            default: CodecKey {
+                rate: 48_000,
+                encoder: default_encoder,
+            },
+            metrics,
+        })
+    }
+
+    /// Starts measuring the transceiver's default setting (call once the runtime is up).
+    pub fn measure_default(self: &Arc<Self>) {
+        self.slot_or_measure(self.default);
+    }
+
+    /// CPU-seconds per session-second that `key`'s codecs cost: measured, or while that is
+    /// under way the default setting's figure (or a constant before that is in too).
+    pub fn per_session_second(self: &Arc<Self>, key: CodecKey) -> f64 {
+        match self.slot_or_measure(key) {
+            Slot::Known(cost) => cost,
+            Slot::Measuring | Slot::Failed => match self.slot_or_measure(self.default) {
+                Slot::Known(cost) => cost,
+                Slot::Measuring | Slot::Failed => UNMEASURED,
+            },
+        }
+    }
+
+    fn slot_or_measure(self: &Arc<Self>, key: CodecKey) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.get(&key) {
+            return *slot;
+        }
+        slots.insert(key, Slot::Measuring);
+        drop(slots);
+        let costs = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let slot = match measure(key) {
+                Ok(cost) => {
+                    costs.metrics.codec_cost(key, cost.as_secs_f64());
+                    tracing::info!(
+                        rate = key.rate,
+                        application = ?key.encoder.application,
+                        complexity = key.encoder.complexity,
+                        cpu_ms_per_session_second = cost.as_secs_f64() * 1e3,
+                        "measured a PCM session's codec cost"
+                    );
+                    Slot::Known(cost.as_secs_f64())
+                }
+                Err(e) => {
+                    tracing::warn!(rate = key.rate, error = %e, "could not measure the codec cost");
+                    Slot::Failed
+                }
+            };
+            costs
+                .slots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key, slot);
+        });
+        Slot::Measuring
+    }
+}
+
+/// CPU time this thread spends to decode one second of caller audio and encode one second of
+/// backend audio with `key`'s settings, on fresh codecs (the measuring thread's own clock, so
+/// time waiting for a core is not counted).
+pub fn measure(key: CodecKey) -> Result<Duration, opus::Error> {
+    let frame = (key.rate / 50) as usize;
+    let total = WARM_UP + FRAMES;
+    // Caller packets as a browser sends them: SILK speech at 48 kHz (the cost of making them
+    // is not measured).
+    let mut caller = opus::Encoder::new(48_000, opus::Channels::Mono, opus::Application::Voip)?;
+    caller.set_bitrate(opus::Bitrate::Bits(32_000))?;
+    let mut packet = vec![0u8; 1500];
+    let mut packets = Vec::with_capacity(total);
+    for i in 0..total {
+        let n = caller.encode(&voiced_frame(i, 960, 48_000), &mut packet)?;
+        packets.push(packet[..n].to_vec());
+    }
+    let backend: Vec<Vec<i16>> = (0..total)
+        .map(|i| voiced_frame(i, frame, key.rate))
+        .collect();
+
+    let mut decoder = opus::Decoder::new(key.rate, opus::Channels::Mono)?;
+    let mut encoder = key.encoder.encoder(key.rate)?;
+    let mut pcm = vec![0i16; frame];
+    let mut spent = Duration::ZERO;
+    for i in 0..total {
+        let started = thread_cpu_time();
+        std::hint::black_box(decoder.decode(&packets[i], &mut pcm, false)?);
+        std::hint::black_box(encoder.encode(&backend[i], &mut packet)?);
+        if i >= WARM_UP {
+            spent += thread_cpu_time().saturating_sub(started);
+        }
+    }
+    // FRAMES is a second of audio: `spent` is already per session-second.
+    Ok(spent)
+}
+
+/// Frame `i` (20 ms) of a synthetic voiced sound at `rate`: a 140 Hz voice with its harmonics
+/// to 3.5 kHz under a slow syllable-rate envelope, the kind of signal SILK spends its effort on
+/// (a pure tone or silence would cost it less than speech does).
+fn voiced_frame(i: usize, len: usize, rate: u32) -> Vec<i16> {
+    let rate = f64::from(rate);
+    (0..len)
+        .map(|n| {
+            let t = (i * len + n) as f64 / rate;
+            let f0 = 140.0 * (1.0 + 0.05 * (2.0 * std::f64::consts::PI * 3.0 * t).sin());
+            let voice: f64 = (1..=25)
+                .map(|h| (2.0 * std::f64::consts::PI * f0 * h as f64 * t).sin() / h as f64)
+                .sum();
+            let envelope = 0.55 + 0.45 * (2.0 * std::f64::consts::PI * 4.0 * t).sin();
+            (voice * envelope * 6_000.0) as i16
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::media::audio_bridge::OpusApplication;
+
+    fn key(rate: u32, application: OpusApplication, complexity: i32) -> CodecKey {
+        CodecKey {
+            rate,
+            encoder: EncoderSettings {
+                bitrate: 32_000,
+                complexity,
+                application,
+            },
+        }
+    }
+
+    fn median_of_3(k: CodecKey) -> f64 {
+        let mut v: Vec<f64> = (0..3).map(|_| measure(k).unwrap().as_secs_f64()).collect();
+        v.sort_by(f64::total_cmp);
+        v[1]
+    }
+
+    #[test]
+    fn a_sessions_codecs_cost_something_and_the_cheap_encoder_costs_less() {
+        let default = median_of_3(key(48_000, OpusApplication::Voip, 5));
+        let cheap = median_of_3(key(48_000, OpusApplication::Lowdelay, 0));
+        // A second of decoding and encoding is real work, and far less than a second.
+        assert!(default > 0.0005 && default < 0.5, "{default}");
+        // CELT-only at complexity 0 against SILK at 5: about a third (docs/BENCHMARKS.md,
+        // encoder matrix); a loaded machine may narrow the gap, never invert it this far.
+        assert!(
+            cheap < default * 0.8,
+            "lowdelay c0 {cheap} vs voip c5 {default}"
+        );
+    }
+
+    #[test]
+    fn every_rate_the_bridge_accepts_can_be_measured() {
+        for rate in [16_000, 24_000, 48_000] {
+            let cost = measure(key(rate, OpusApplication::Voip, 5)).unwrap();
+            assert!(cost > Duration::ZERO, "{rate}");
+        }
+    }
+
+    #[test]
+    fn the_voiced_signal_is_loud_and_not_a_constant() {
+        let f = voiced_frame(3, 960, 48_000);
+        assert_eq!(f.len(), 960);
+        let peak = f.iter().map(|s| s.unsigned_abs()).max().unwrap();
+        assert!(peak > 3_000, "{peak}");
+        assert!(f.windows(2).any(|w| w[0] != w[1]));
+    }
+}
