@@ -130,10 +130,10 @@ pub const MAX_PROJECTION: f64 = 1.5;
 ///
 /// Most of a session's cost enters the window soon after it is admitted: its handshakes, then
 /// its media. Not the encoder of a PCM session: it is 90 % of the session's CPU and starts only
-/// once the backend talks, so a burst of PCM callers onto a fresh
-/// process showed in the window only after it had been admitted: 211 sessions at 100
-/// arrivals/s where one core holds about 150, every backend's audio then 0.4–0.9 s late
-/// (`loadgen sessions -n 250 --rate 100 --mode pcm`). Such a session is counted from its first
+/// once the backend talks, so a burst of PCM callers onto a fresh process showed in the window
+/// only after it had been admitted: 211 sessions at 100 arrivals/s where one core holds about
+/// 150, every backend's audio then 0.4–0.9 s late (`loadgen sessions -n 250 --rate 100 --mode
+/// pcm`). Such a session is counted from its first
 /// played frame at its encoder's measured cost (`codec_cost`), less the part of it the window
 /// already shows: `age / WINDOW` of it after `age`.
 ///

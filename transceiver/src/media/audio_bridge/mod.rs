@@ -315,16 +315,17 @@ impl AudioBridge {
         metadata: &std::collections::HashMap<String, String>,
     ) -> Result<(), BridgeError> {
         let rate = valid_sample_rate(endpoints.sample_rate)?;
-        if endpoints.mode == AudioMode::Pcm {
+        let unreported_encoder = if endpoints.mode == AudioMode::Pcm {
             // (Re)build codecs at the owner's rate; a new owner may ask for another rate.
             if self.decoder.is_none() || rate != self.rate {
                 self.decoder = Some(opus::Decoder::new(rate, opus::Channels::Mono)?);
             }
             let settings = self.encoder_settings.chosen(endpoints.encoder);
             self.encoder = Some(settings.encoder(rate)?);
-        }
-        let unreported_encoder = (endpoints.mode == AudioMode::Pcm)
-            .then(|| self.encoder_settings.chosen(endpoints.encoder));
+            Some(settings)
+        } else {
+            None
+        };
         self.rate = rate;
         self.frame_buf.resize(self.frame_samples(), 0);
         let interval_samples =
