@@ -248,10 +248,12 @@ async fn serve(
         max_process_cpu = config.max_process_cpu,
         "admission watches the process's CPU"
     );
+    let sampled = control.clone();
     let sampler = signaling_runtime.spawn(process_load::run_sampler(
         control.process_load(),
         cores,
         control.metrics.clone(),
+        move |now| sampled.sample_talking(now),
     ));
     let http_task = signaling_runtime.spawn(signaling_server::serve(
         http,

@@ -81,6 +81,8 @@ pub struct BridgeCounters {
     pub uplink_concealed: u64,
     pub uplink_dropped: u64,
     pub downlink_frames: u64,
+    /// Of those, frames the PCM encoder made (one per talking PCM session per 20 ms).
+    pub pcm_frames_encoded: u64,
     pub downlink_cleared: u64,
     pub tap_dropped: u64,
     /// Backend Opus packets too large for one frame (passthrough), dropped.
@@ -106,6 +108,7 @@ impl BridgeCounters {
             uplink_concealed: self.uplink_concealed - earlier.uplink_concealed,
             uplink_dropped: self.uplink_dropped - earlier.uplink_dropped,
             downlink_frames: self.downlink_frames - earlier.downlink_frames,
+            pcm_frames_encoded: self.pcm_frames_encoded - earlier.pcm_frames_encoded,
             downlink_cleared: self.downlink_cleared - earlier.downlink_cleared,
             tap_dropped: self.tap_dropped - earlier.tap_dropped,
             downlink_oversize: self.downlink_oversize - earlier.downlink_oversize,
@@ -121,6 +124,7 @@ impl BridgeCounters {
         self.uplink_concealed += d.uplink_concealed;
         self.uplink_dropped += d.uplink_dropped;
         self.downlink_frames += d.downlink_frames;
+        self.pcm_frames_encoded += d.pcm_frames_encoded;
         self.downlink_cleared += d.downlink_cleared;
         self.tap_dropped += d.tap_dropped;
         self.downlink_oversize += d.downlink_oversize;
@@ -442,6 +446,12 @@ pub struct Metrics {
     /// Admission's estimate of a talking PCM session (see `control::codec_cost`).
     codec_cost: Family<CodecLabel, Gauge<f64, AtomicU64>>,
     talking_counted: Counter,
+    /// Every loop's PCM frames encoded (admission counts talking sessions from it), and what
+    /// admission made of them (see `control::talk_crest`).
+    pcm_frames_encoded: Counter,
+    pcm_talking: Gauge<f64, AtomicU64>,
+    pcm_talking_share: Gauge<f64, AtomicU64>,
+    talk_crest: Gauge<f64, AtomicU64>,
     /// Ingress steering (issue 13): choices, and request headers not believed.
     ingress_selected: Family<IngressLabel, Counter>,
     ingress_header_unmatched: Counter,
@@ -506,6 +516,10 @@ impl Metrics {
             backend_stalls: Counter::default(),
             codec_cost: Family::default(),
             talking_counted: Counter::default(),
+            pcm_frames_encoded: Counter::default(),
+            pcm_talking: Gauge::default(),
+            pcm_talking_share: Gauge::default(),
+            talk_crest: Gauge::default(),
             ingress_selected: Family::default(),
             ingress_header_unmatched: Counter::default(),
             untrusted_header: Family::default(),
@@ -795,6 +809,26 @@ impl Metrics {
             "PCM sessions admission counted at their encoder's cost when their backend started talking",
             self.talking_counted.clone(),
         );
+        registry.register(
+            "bridge_pcm_frames_encoded",
+            "Downlink frames the PCM encoders made, all loops (one per talking PCM session per 20 ms)",
+            self.pcm_frames_encoded.clone(),
+        );
+        registry.register(
+            "pcm_talking_sessions",
+            "PCM sessions whose backend talked at once, averaged over the last second",
+            self.pcm_talking.clone(),
+        );
+        registry.register(
+            "pcm_talking_share",
+            "Long-run share (10 s average) of the PCM sessions that have talked that talk at once",
+            self.pcm_talking_share.clone(),
+        );
+        registry.register(
+            "admission_talk_crest_ratio",
+            "Share of the usable cores admission adds to the CPU window for the talking PCM sessions' crest (mean plus one sigma) beyond those talking now",
+            self.talk_crest.clone(),
+        );
     }
 
     /// Ingress choices and the proxy headers that were not believed.
@@ -876,6 +910,18 @@ impl Metrics {
         self.talking_counted.inc();
     }
 
+    /// PCM frames every loop's encoders made so far.
+    pub fn pcm_frames_encoded(&self) -> u64 {
+        self.pcm_frames_encoded.get()
+    }
+
+    /// What admission made of its talking sessions at its last sample.
+    pub fn talk_crest(&self, talking: f64, share: f64, headroom: f64) {
+        self.pcm_talking.set(talking);
+        self.pcm_talking_share.set(share);
+        self.talk_crest.set(headroom);
+    }
+
     /// The admission-slot gauge, for the registry to keep exact under its lock.
     pub fn sessions_reserved_gauge(&self) -> Gauge {
         self.sessions_reserved.clone()
@@ -935,6 +981,7 @@ impl Metrics {
             uplink_concealed: self.uplink_concealed.get_or_create(&l).clone(),
             uplink_dropped: self.uplink_dropped.get_or_create(&l).clone(),
             downlink_frames: self.downlink_frames.get_or_create(&l).clone(),
+            pcm_frames_encoded: self.pcm_frames_encoded.clone(),
             tap_dropped: self.tap_dropped.get_or_create(&l).clone(),
             handoff: self.handoff.get_or_create(&l).clone(),
             tcp_closed: TcpCloseReason::ALL.map(|r| with_reason(&self.tcp_closed, r.as_str())),
@@ -1093,6 +1140,8 @@ pub struct LoopMetrics {
     uplink_concealed: Counter,
     uplink_dropped: Counter,
     downlink_frames: Counter,
+    /// The process-wide count (no loop label): admission reads the sum.
+    pcm_frames_encoded: Counter,
     tap_dropped: Counter,
     downlink_oversize: Counter,
     downlink_wrong_mode: Counter,
@@ -1141,6 +1190,7 @@ impl LoopMetrics {
         flush(&self.uplink_concealed, &mut b.uplink_concealed);
         flush(&self.uplink_dropped, &mut b.uplink_dropped);
         flush(&self.downlink_frames, &mut b.downlink_frames);
+        flush(&self.pcm_frames_encoded, &mut b.pcm_frames_encoded);
         flush(&self.tap_dropped, &mut b.tap_dropped);
         flush(&self.downlink_oversize, &mut b.downlink_oversize);
         flush(&self.downlink_wrong_mode, &mut b.downlink_wrong_mode);

@@ -691,12 +691,13 @@ fn opus_passthrough_carries_raw_opus_both_ways_over(transport: Transport) {
     assert!((hz - 1200.0).abs() <= 10.0, "caller heard {hz} Hz");
     assert_eq!(fleet.report(i).audio_packets_received, 75);
     // A passthrough backend that talks adds no encoder: admission counts nothing for it.
+    let text = metrics(&server);
     assert_eq!(
-        metric_sum(
-            &metrics(&server),
-            "voxgate_admission_talking_sessions_total",
-            &[]
-        ),
+        metric_sum(&text, "voxgate_admission_talking_sessions_total", &[]),
+        0
+    );
+    assert_eq!(
+        metric_sum(&text, "voxgate_bridge_pcm_frames_encoded_total", &[]),
         0
     );
 }
@@ -840,6 +841,29 @@ fn a_backend_chooses_its_own_downlink_encoder_and_a_bad_choice_is_refused() {
         wait_metric(&server, "voxgate_admission_talking_sessions_total", &[], 1),
         1
     );
+    // Its frames are counted for the talkers' crest (a second of audio: 50 frames), and
+    // now that it is silent admission keeps room for it to talk again.
+    assert!(wait_metric(&server, "voxgate_bridge_pcm_frames_encoded_total", &[], 50) >= 50);
+    let gauge = |name: &str| {
+        metrics(&server)
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(gauge("voxgate_pcm_talking_sessions") == 0.0
+        && gauge("voxgate_admission_talk_crest_ratio") > 0.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "talking {} (share {}), crest {}",
+            gauge("voxgate_pcm_talking_sessions"),
+            gauge("voxgate_pcm_talking_share"),
+            gauge("voxgate_admission_talk_crest_ratio")
+        );
+        fleet.run_for(Duration::from_millis(100));
+    }
+    assert!(gauge("voxgate_pcm_talking_share") > 0.0);
     let codec_cost = |labels: &[&str]| {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {

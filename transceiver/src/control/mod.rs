@@ -30,3 +30,4 @@ pub mod rate_limit;
 pub mod registry;
 pub mod signaling;
 pub mod signaling_server;
+pub mod talk_crest;

@@ -23,6 +23,7 @@ use crate::control::offer::{validate_offer, OfferError};
 use crate::control::process_load::{projected, usable_cores, RecentTalkers, YoungSessions};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
+use crate::control::talk_crest::TalkCrest;
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::SharedBusy;
 use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle, SessionEnded};
@@ -148,6 +149,9 @@ pub struct ControlPlane {
     /// update, never across an await.
     young: Mutex<YoungSessions>,
     talkers: Mutex<RecentTalkers>,
+    /// The talking PCM sessions' crest: how many talk at once at most, beyond what the window
+    /// shows (the CPU sampler feeds it every 100 ms).
+    crest: Mutex<TalkCrest>,
     /// What a talking PCM session's codecs cost here, per setting.
     codec_costs: Arc<CodecCosts>,
     /// Cores the process may use (the CPU window's denominator).
@@ -180,6 +184,7 @@ impl ControlPlane {
             rate_limiter: Mutex::new(RateLimiter::new(config.rate_limit, Instant::now())),
             young: Mutex::new(YoungSessions::new(config.max_sessions)),
             talkers: Mutex::new(RecentTalkers::new(config.max_sessions)),
+            crest: Mutex::new(TalkCrest::new(config.max_sessions)),
             codec_costs: CodecCosts::new(config.encoder, Arc::clone(&metrics)),
             cores: usable_cores(),
             loops,
@@ -213,6 +218,11 @@ impl ControlPlane {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .count(now);
+        let crest = self
+            .crest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .headroom();
         let (ratio, talkers) = {
             let mut talkers = self.talkers.lock().unwrap_or_else(|p| p.into_inner());
             let sessions = self.registry.len();
@@ -222,7 +232,7 @@ impl ControlPlane {
                 young,
                 &mut talkers,
                 now,
-            );
+            ) + crest;
             (ratio, talkers.len())
         };
         let saturated = ratio >= limit;
@@ -232,6 +242,7 @@ impl ControlPlane {
                     cpu_percent = (ratio * 100.0).round() as u32,
                     young_sessions = young,
                     new_talkers = talkers,
+                    talk_crest_percent = (crest * 100.0).round() as u32,
                     limit = limit,
                     "the process's CPU is saturated: refusing new sessions"
                 );
@@ -582,6 +593,7 @@ impl ControlPlane {
                     Some(SessionEnded { id, reason }) => {
                         self.registry.remove(id);
                         self.talkers.lock().unwrap_or_else(|p| p.into_inner()).ended(id);
+                        self.crest.lock().unwrap_or_else(|p| p.into_inner()).ended(id);
                         self.metrics.session_ended(reason.as_str());
                         self.dispatch.send(DispatchMsg::Ended { id }).await;
                     }
@@ -611,7 +623,20 @@ impl ControlPlane {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .started_talking(Instant::now(), id, cost);
+        self.crest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .talked(id, cost);
         self.metrics.talking_counted();
+    }
+
+    /// Samples the loops' count of PCM frames encoded for the talking sessions' crest (the
+    /// process CPU sampler calls it at each of its samples).
+    pub fn sample_talking(&self, now: Instant) {
+        let mut crest = self.crest.lock().unwrap_or_else(|p| p.into_inner());
+        crest.sample(now, self.metrics.pcm_frames_encoded());
+        self.metrics
+            .talk_crest(crest.talking(), crest.share(), crest.headroom());
     }
 
     /// Ends every session and stops the loops (graceful shutdown).

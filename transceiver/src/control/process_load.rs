@@ -275,18 +275,27 @@ fn cpu_clock(clock: libc::clockid_t) -> Duration {
 }
 
 /// Samples the process clock every [`SAMPLE_EVERY`] and publishes the ratio over [`WINDOW`]
-/// into `shared` and the `process_cpu_ratio` gauge, until the task is dropped. Runs on the
-/// signaling runtime: it must keep sampling when the gRPC runtime is the part starved of CPU.
-pub async fn run_sampler(shared: SharedBusy, cores: f64, metrics: std::sync::Arc<Metrics>) {
+/// into `shared` and the `process_cpu_ratio` gauge, until the task is dropped; `also` runs at
+/// each sample (the control plane samples its talking sessions there, on the same clock).
+/// Runs on the signaling runtime: it must keep sampling when the gRPC runtime is the part
+/// starved of CPU.
+pub async fn run_sampler(
+    shared: SharedBusy,
+    cores: f64,
+    metrics: std::sync::Arc<Metrics>,
+    mut also: impl FnMut(Instant),
+) {
     let mut window = CpuWindow::new(cores, WINDOW);
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Some(ratio) = window.sample(Instant::now(), process_cpu_time()) {
+        let now = Instant::now();
+        if let Some(ratio) = window.sample(now, process_cpu_time()) {
             shared.set(ratio);
             metrics.process_cpu(ratio);
         }
+        also(now);
     }
 }
 

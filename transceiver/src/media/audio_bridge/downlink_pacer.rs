@@ -238,6 +238,7 @@ impl AudioBridge {
                 Ok(n) => n,
                 Err(_) => return None,
             };
+            self.counters.pcm_frames_encoded += 1;
             if let Some(encoder) = self
                 .owner
                 .as_mut()
