@@ -39,8 +39,16 @@ const DOWNLINK_BUFFER: usize = 128;
 pub enum Behaviour {
     /// Send every uplink frame straight back (PCM chunk or Opus packet).
     Echo,
-    /// Play `on` of a tone every `period`, starting at a per-session phase.
-    Duty { on: Duration, period: Duration },
+    /// Play `on` of a tone every `period`, starting at a per-session phase. With `random_gaps`
+    /// each session's next turn comes after `on` plus a uniform draw of 0 to
+    /// `2 × (period − on)` (its own seeded sequence): the same share of time talking, but
+    /// sessions come and go independently, as conversations do, instead of in a fixed rota
+    /// where the number talking at once hardly moves.
+    Duty {
+        on: Duration,
+        period: Duration,
+        random_gaps: bool,
+    },
     /// Listen only.
     Listen,
 }
@@ -297,6 +305,7 @@ async fn run_worker(
             audio: audio.clone(),
             stats,
             phase,
+            seed: k,
             duty_started: false,
         };
         if let Some(mux) = &mux {
@@ -365,6 +374,8 @@ struct Call {
     audio: Arc<DutyAudio>,
     stats: Arc<Mutex<SessionStats>>,
     phase: f64,
+    /// Seeds the session's random gaps between turns.
+    seed: u64,
     duty_started: bool,
 }
 
@@ -425,20 +436,21 @@ impl Call {
                 None => {}
             }
         }
-        if let (Behaviour::Duty { on, period }, false) = (self.cfg.behaviour, self.duty_started) {
+        if let (
+            Behaviour::Duty {
+                on,
+                period,
+                random_gaps,
+            },
+            false,
+        ) = (self.cfg.behaviour, self.duty_started)
+        {
             self.duty_started = true;
             let passthrough = self.cfg.mode == AudioMode::OpusPassthrough;
             let (down, audio, stats) = (down.clone(), self.audio.clone(), self.stats.clone());
             let offset = period.mul_f64(self.phase);
-            tokio::spawn(play_duty(
-                down,
-                audio,
-                stats,
-                on,
-                period,
-                offset,
-                passthrough,
-            ));
+            let gaps = Gaps::new(on, period, random_gaps.then_some(self.seed));
+            tokio::spawn(play_duty(down, audio, stats, offset, gaps, passthrough));
         }
         true
     }
@@ -623,22 +635,48 @@ impl tokio_stream::Stream for Batches {
     }
 }
 
-/// Plays `on` of audio every `period`, first after `offset`, until the stream closes.
+/// The time from one turn's start to the next: a fixed period, or `on` plus a seeded uniform
+/// draw with the period as its mean.
+struct Gaps {
+    on: Duration,
+    period: Duration,
+    rng: Option<rand::rngs::StdRng>,
+}
+
+impl Gaps {
+    fn new(on: Duration, period: Duration, seed: Option<u64>) -> Self {
+        use rand::SeedableRng;
+        Gaps {
+            on,
+            period,
+            rng: seed.map(rand::rngs::StdRng::seed_from_u64),
+        }
+    }
+
+    fn next(&mut self) -> Duration {
+        use rand::Rng;
+        let Some(rng) = &mut self.rng else {
+            return self.period;
+        };
+        let spread = self.period.saturating_sub(self.on) * 2;
+        self.on + spread.mul_f64(rng.random::<f64>())
+    }
+}
+
+/// Plays `on` of audio at each turn, the first after `offset`, until the stream closes.
 async fn play_duty(
     tx: DownSink,
     audio: Arc<DutyAudio>,
     stats: Arc<Mutex<SessionStats>>,
-    on: Duration,
-    period: Duration,
     offset: Duration,
+    mut gaps: Gaps,
     passthrough: bool,
 ) {
-    let _ = on;
-    let start = tokio::time::Instant::now() + offset;
-    let mut ticker = tokio::time::interval_at(start, period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut turn = tokio::time::Instant::now() + offset;
     loop {
-        ticker.tick().await;
+        // A late turn moves the ones after it (no catching up in a burst).
+        tokio::time::sleep_until(turn).await;
+        turn = turn.max(tokio::time::Instant::now()) + gaps.next();
         if passthrough {
             for p in &audio.opus {
                 let msg = Downlink {
@@ -678,6 +716,23 @@ async fn play_duty(
 mod tests {
     use super::*;
     use tokio_stream::StreamExt;
+
+    #[test]
+    fn random_gaps_keep_the_period_as_their_mean_and_differ_between_sessions() {
+        let (on, period) = (Duration::from_secs(1), Duration::from_secs(2));
+        let mut fixed = Gaps::new(on, period, None);
+        assert_eq!(fixed.next(), period);
+        let draws = |seed| {
+            let mut g = Gaps::new(on, period, Some(seed));
+            (0..2000).map(|_| g.next()).collect::<Vec<_>>()
+        };
+        let a = draws(1);
+        assert!(a.iter().all(|d| *d >= on && *d <= Duration::from_secs(3)));
+        let mean = a.iter().sum::<Duration>().as_secs_f64() / a.len() as f64;
+        assert!((mean - 2.0).abs() < 0.05, "{mean}");
+        assert_ne!(a[..10], draws(2)[..10], "each session has its own sequence");
+        assert_eq!(a, draws(1), "and the same seed the same one");
+    }
 
     fn chunk(channel: u64, bytes: usize) -> ChannelDownlink {
         on_channel(

@@ -119,6 +119,10 @@ pub struct SessionsArgs {
     pub duty_on_ms: u64,
     #[arg(long, default_value_t = 2000)]
     pub duty_period_ms: u64,
+    /// Each session waits a random time between its turns (uniform, mean --duty-period-ms,
+    /// seeded per session): talkers come and go independently instead of in a fixed rota.
+    #[arg(long)]
+    pub duty_random_gaps: bool,
     /// PCM sample rate the backend asks for.
     #[arg(long, default_value_t = 48_000)]
     pub sample_rate: u32,
@@ -159,6 +163,7 @@ impl SessionsArgs {
             BackendKind::Duty => Some(Behaviour::Duty {
                 on: Duration::from_millis(self.duty_on_ms),
                 period: Duration::from_millis(self.duty_period_ms.max(1)),
+                random_gaps: self.duty_random_gaps,
             }),
         };
         let backend = behaviour

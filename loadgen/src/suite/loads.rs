@@ -74,6 +74,7 @@ impl<R: Ledger> Runner<'_, R> {
         Behaviour::Duty {
             on: Duration::from_secs(1),
             period: Duration::from_secs(2),
+            random_gaps: false,
         }
     }
 

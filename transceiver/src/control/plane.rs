@@ -23,7 +23,7 @@ use crate::control::offer::{validate_offer, OfferError};
 use crate::control::process_load::{projected, usable_cores, RecentTalkers, YoungSessions};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
-use crate::control::talk_crest::TalkCrest;
+use crate::control::talk_crest::{TalkCrest, TALK_SWING_OVER_FLOOR};
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::SharedBusy;
 use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle, SessionEnded};
@@ -618,15 +618,15 @@ impl ControlPlane {
     /// Session `id`'s backend played its first PCM frame: admission counts it at its encoder's
     /// cost from now on, before the CPU window shows it.
     fn started_talking(&self, id: SessionId, talking: StartedTalking) {
-        let cost = TALKING_OVER_FLOOR * self.codec_costs.per_session_second(talking) / self.cores;
+        let floor = self.codec_costs.per_session_second(talking) / self.cores;
         self.talkers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .started_talking(Instant::now(), id, cost);
+            .started_talking(Instant::now(), id, TALKING_OVER_FLOOR * floor);
         self.crest
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .talked(id, cost);
+            .talked(id, TALK_SWING_OVER_FLOOR * floor);
         self.metrics.talking_counted();
     }
 
