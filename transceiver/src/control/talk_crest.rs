@@ -195,6 +195,17 @@ mod tests {
         (t, f)
     }
 
+    /// 100 sessions that have talked, at 0.01 of the cores each, and a first sample.
+    fn hundred_talkers() -> (TalkCrest, Instant) {
+        let mut c = TalkCrest::new(1000);
+        for i in 0..100 {
+            c.talked(SessionId(i), 0.01);
+        }
+        let t0 = Instant::now();
+        c.sample(t0, 0);
+        (c, t0)
+    }
+
     #[test]
     fn the_window_counts_talkers_from_frames_encoded() {
         let mut c = TalkCrest::new(1000);
@@ -207,12 +218,7 @@ mod tests {
 
     #[test]
     fn a_trough_gets_the_room_the_mean_and_a_sigma_need() {
-        let mut c = TalkCrest::new(1000);
-        for i in 0..100 {
-            c.talked(SessionId(i), 0.01);
-        }
-        let t0 = Instant::now();
-        c.sample(t0, 0);
+        let (mut c, t0) = hundred_talkers();
         // Half of them talk, long enough for the share to settle at 0.5...
         let (t, f) = steady(&mut c, t0, 0, 50.0, 60);
         assert!((c.share() - 0.5).abs() < 0.01, "{}", c.share());
@@ -226,12 +232,7 @@ mod tests {
 
     #[test]
     fn a_crest_the_window_already_shows_adds_nothing() {
-        let mut c = TalkCrest::new(1000);
-        for i in 0..100 {
-            c.talked(SessionId(i), 0.01);
-        }
-        let t0 = Instant::now();
-        c.sample(t0, 0);
+        let (mut c, t0) = hundred_talkers();
         let (t, f) = steady(&mut c, t0, 0, 50.0, 60);
         steady(&mut c, t, f, 70.0, 1);
         assert_eq!(c.headroom(), 0.0);
@@ -239,12 +240,7 @@ mod tests {
 
     #[test]
     fn the_share_follows_a_change_within_its_time_constant() {
-        let mut c = TalkCrest::new(1000);
-        for i in 0..100 {
-            c.talked(SessionId(i), 0.01);
-        }
-        let t0 = Instant::now();
-        c.sample(t0, 0);
+        let (mut c, t0) = hundred_talkers();
         let (t, f) = steady(&mut c, t0, 0, 80.0, 30);
         assert!((c.share() - 0.8).abs() < 0.01, "{}", c.share());
         // Backends that talk less from now on: after one time constant the share has moved
