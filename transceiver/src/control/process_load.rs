@@ -25,30 +25,27 @@ pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// the allocator) does not refuse a session, short enough to follow a ramp of arrivals.
 pub const WINDOW: Duration = Duration::from_secs(1);
 
-/// Process CPU over a sliding window of samples.
+/// The rate of a growing count over a sliding window of samples: what the CPU window and the
+/// talking sessions' count (`talk_crest`, frames encoded) both measure.
 #[derive(Debug)]
-pub struct CpuWindow {
-    cores: f64,
+pub struct RateWindow {
     window: Duration,
-    /// (wall instant, process CPU time) pairs, oldest first, spanning at most `window` plus
-    /// one sample.
-    samples: VecDeque<(Instant, Duration)>,
+    /// (wall instant, count) pairs, oldest first, spanning at most `window` plus one sample.
+    samples: VecDeque<(Instant, u64)>,
 }
 
-impl CpuWindow {
-    /// `cores` is how many cores the process may use (at least one is assumed).
-    pub fn new(cores: f64, window: Duration) -> Self {
-        CpuWindow {
-            cores: cores.max(1.0),
+impl RateWindow {
+    pub fn new(window: Duration) -> Self {
+        RateWindow {
             window,
             samples: VecDeque::new(),
         }
     }
 
-    /// Adds a sample; returns the share of the usable cores the process used between the
-    /// oldest sample still in the window and this one (`None` until there are two samples).
-    pub fn sample(&mut self, now: Instant, cpu: Duration) -> Option<f64> {
-        self.samples.push_back((now, cpu));
+    /// Adds a sample; returns the count's growth per second between the oldest sample still in
+    /// the window and this one (`None` until two samples span some time).
+    pub fn sample(&mut self, now: Instant, count: u64) -> Option<f64> {
+        self.samples.push_back((now, count));
         // Keep one sample at or before the window's start, so the span is the whole window.
         while self.samples.len() > 2
             && now.saturating_duration_since(self.samples[1].0) >= self.window
@@ -60,9 +57,41 @@ impl CpuWindow {
         if wall.is_zero() {
             return None;
         }
-        // A clock that went backwards (it cannot, but) reads as idle rather than as a panic.
-        let used = cpu.saturating_sub(c0);
-        Some((used.as_secs_f64() / (wall.as_secs_f64() * self.cores)).min(1.0))
+        // A count that went backwards (it cannot, but) reads as no growth rather than a panic.
+        Some(count.saturating_sub(c0) as f64 / wall.as_secs_f64())
+    }
+
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+}
+
+/// Process CPU over a sliding window of samples.
+#[derive(Debug)]
+pub struct CpuWindow {
+    cores: f64,
+    /// CPU nanoseconds of the process.
+    cpu: RateWindow,
+}
+
+impl CpuWindow {
+    /// `cores` is how many cores the process may use (at least one is assumed).
+    pub fn new(cores: f64, window: Duration) -> Self {
+        CpuWindow {
+            cores: cores.max(1.0),
+            cpu: RateWindow::new(window),
+        }
+    }
+
+    /// Adds a sample; returns the share of the usable cores the process used between the
+    /// oldest sample still in the window and this one (`None` until there are two samples).
+    pub fn sample(&mut self, now: Instant, cpu: Duration) -> Option<f64> {
+        let nanos_per_sec = self.cpu.sample(now, cpu.as_nanos() as u64)?;
+        Some((nanos_per_sec / 1e9 / self.cores).min(1.0))
     }
 }
 
@@ -335,7 +364,7 @@ mod tests {
             r = w.sample(t0 + ms(100 * i), ms(300)).unwrap();
         }
         assert!((r - 0.0).abs() < 1e-9, "1.4 s later the burst is out: {r}");
-        assert!(w.samples.len() <= 12, "bounded: {}", w.samples.len());
+        assert!(w.cpu.len() <= 12, "bounded: {}", w.cpu.len());
     }
 
     #[test]

@@ -24,10 +24,10 @@
 //! Sans-IO: the control plane feeds it the talkers it learns of and samples of the loops'
 //! count of PCM frames encoded (one per talking session per 20 ms).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::control::process_load::WINDOW;
+use crate::control::process_load::{RateWindow, WINDOW};
 use crate::media::session::SessionId;
 
 /// How long the share of sessions talking at once is averaged over (an exponential average):
@@ -61,8 +61,8 @@ pub struct TalkCrest {
     cost_sum: f64,
     /// Bound on `costs` (the registry's session bound).
     cap: usize,
-    /// (instant, frames encoded so far) over the last [`WINDOW`] plus one sample.
-    frames: VecDeque<(Instant, u64)>,
+    /// Frames encoded per second over the last [`WINDOW`].
+    frames: RateWindow,
     /// Sessions talking at once, averaged over the window.
     talking: f64,
     /// Long-run share of the sessions in `costs` talking at once, and when it was last moved.
@@ -75,7 +75,7 @@ impl TalkCrest {
             costs: HashMap::new(),
             cost_sum: 0.0,
             cap: cap.max(1),
-            frames: VecDeque::new(),
+            frames: RateWindow::new(WINDOW),
             talking: 0.0,
             share: None,
         }
@@ -105,18 +105,10 @@ impl TalkCrest {
 
     /// The loops had encoded `frames` PCM frames in all at `now` (a counter that only grows).
     pub fn sample(&mut self, now: Instant, frames: u64) {
-        self.frames.push_back((now, frames));
-        while self.frames.len() > 2 && now.saturating_duration_since(self.frames[1].0) >= WINDOW {
-            self.frames.pop_front();
-        }
-        let Some(&(t0, f0)) = self.frames.front() else {
+        let Some(per_second) = self.frames.sample(now, frames) else {
             return;
         };
-        let span = now.saturating_duration_since(t0).as_secs_f64();
-        if span <= 0.0 {
-            return;
-        }
-        self.talking = frames.saturating_sub(f0) as f64 / (span * FRAMES_PER_TALKING_SECOND);
+        self.talking = per_second / FRAMES_PER_TALKING_SECOND;
         let n = self.costs.len();
         if n == 0 {
             self.share = None;
