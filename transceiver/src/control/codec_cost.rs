@@ -115,6 +115,12 @@ impl CodecCosts {
         });
         Slot::Measuring
     }
+
+    /// Settings measured or being measured.
+    #[cfg(test)]
+    fn settings_seen(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
 }
 
 /// CPU time this thread spends to decode one second of caller audio and encode one second of
@@ -213,6 +219,66 @@ mod tests {
             let cost = measure(key(rate, OpusApplication::Voip, 5)).unwrap();
             assert!(cost > Duration::ZERO, "{rate}");
         }
+    }
+
+    /// A backend that attaches with a new encoder setting every time (every rate, application
+    /// and complexity an attach accepts, twice over) costs one measurement per setting: 99 at
+    /// most, about a second of CPU once in the process's life, and the table stops there.
+    #[test]
+    fn a_backend_cycling_every_encoder_setting_is_measured_once_per_setting() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(4)
+            .build()
+            .unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let default = key(48_000, OpusApplication::Voip, 5).encoder;
+        let costs = CodecCosts::new(default, Arc::clone(&metrics));
+        let every: Vec<CodecKey> = [16_000, 24_000, 48_000]
+            .into_iter()
+            .flat_map(|rate| {
+                [
+                    OpusApplication::Voip,
+                    OpusApplication::Audio,
+                    OpusApplication::Lowdelay,
+                ]
+                .into_iter()
+                .flat_map(move |app| (0..=10).map(move |c| key(rate, app, c)))
+            })
+            .collect();
+        assert_eq!(every.len(), 99);
+        let _guard = rt.enter();
+        // While measurements are under way, every answer is a sane stand-in.
+        for k in every.iter().chain(every.iter()) {
+            let cost = costs.per_session_second(*k);
+            assert!(cost > 0.0 && cost < 0.5, "{cost}");
+        }
+        assert_eq!(costs.settings_seen(), 99);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let known = || {
+            let slots = costs.slots.lock().unwrap();
+            slots.values().all(|s| matches!(s, Slot::Known(_)))
+        };
+        while !known() {
+            assert!(std::time::Instant::now() < deadline, "measurements stuck");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // One gauge per setting, and a second round answers from the table: no new setting,
+        // no new measurement.
+        let series = metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("voxgate_codec_cpu_seconds{"))
+            .count();
+        assert_eq!(series, 99);
+        let measured: Vec<f64> = every.iter().map(|k| costs.per_session_second(*k)).collect();
+        let again: Vec<f64> = every.iter().map(|k| costs.per_session_second(*k)).collect();
+        assert_eq!(measured, again);
+        assert_eq!(costs.settings_seen(), 99);
+        // The cheapest setting measured cheaper than the most expensive one.
+        let cheapest = costs.per_session_second(key(16_000, OpusApplication::Lowdelay, 0));
+        let dearest = costs.per_session_second(key(48_000, OpusApplication::Voip, 10));
+        assert!(cheapest < dearest, "{cheapest} vs {dearest}");
     }
 
     #[test]
