@@ -1,7 +1,7 @@
 //! The codec floor: what libopus alone costs for the frames one PCM-mode session carries,
 //! measured in this process with the thread's CPU clock.
 //!
-//! Uplink frames are the clients' own (the testkit encoder, a tone, 20 ms at 48 kHz), decoded
+//! Uplink frames are the clients' own (the very packets `loadgen sessions` sends), decoded
 //! at the backend's attach rate; downlink frames are the backend's duty-cycle tone, encoded
 //! with the transceiver's encoder settings (application, bitrate, complexity, in-band FEC). Per
 //! session-second a PCM session decodes 50 frames and encodes `50 × duty` frames, so the
@@ -12,10 +12,11 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
-use voxgate_testkit::opus_codec::OpusFrameEncoder;
+use voxgate_testkit::uplink_audio::UplinkAudio;
 use voxgate_testkit::SignalSource;
 
 use crate::proc_stat::thread_cpu_time;
+use crate::session_load::signaling::{uplink_tone_hz, UPLINK_AMPLITUDE, UPLINK_TONES};
 use crate::stats::median;
 
 /// The transceiver's `--opus-application` values, by the same names.
@@ -152,15 +153,16 @@ pub fn run(a: &CodecFloorArgs) -> anyhow::Result<CodecFloor> {
         );
     }
     let frames = a.frames.max(50);
-    // Uplink packets as the clients send them: a few tones, 20 ms, 48 kHz.
+    // Uplink packets exactly as the load generator's clients send them: each client tone's
+    // looped second (`UplinkAudio::looped`), 500 frames of one tone, then the next.
+    let mut streams = (0..UPLINK_TONES)
+        .map(|k| UplinkAudio::looped(SignalSource::sine(uplink_tone_hz(k), UPLINK_AMPLITUDE)))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut packets = Vec::with_capacity(frames);
-    let mut enc = OpusFrameEncoder::new()?;
-    let mut tone = SignalSource::sine(440.0, 0.3);
     for i in 0..frames {
-        if i % 500 == 0 {
-            tone = SignalSource::sine(200.0 + (i / 500 % 7) as f32 * 100.0, 0.3);
-        }
-        packets.push(enc.encode(&tone.next_frame())?.to_vec());
+        let n = streams.len();
+        let stream = &mut streams[i / 500 % n];
+        packets.push(stream.next_packet()?);
     }
     // Downlink PCM as the duty-cycle backend plays it, at the attach rate: the 48 kHz tone
     // decimated (exact for 16 and 24 kHz, and a 330 Hz tone has nothing to alias).

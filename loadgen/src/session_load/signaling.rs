@@ -39,7 +39,14 @@ pub enum Outcome {
 }
 
 /// Distinct uplink tones (200, 250, ... Hz).
-const UPLINK_TONES: u16 = 16;
+pub const UPLINK_TONES: u16 = 16;
+/// Peak of every client's uplink tone (full scale 1.0).
+pub const UPLINK_AMPLITUDE: f32 = 0.3;
+
+/// Uplink tone `k` (`0..UPLINK_TONES`), in Hz.
+pub fn uplink_tone_hz(k: u16) -> f32 {
+    f32::from(200 + 50 * (k % UPLINK_TONES))
+}
 
 /// The configuration of client session `index`: a per-session tone and loss seed derived from
 /// the run seed, cheap media (pre-encoded uplink, downlink counted not decoded).
@@ -60,8 +67,8 @@ pub fn session_config(cfg: &LoadConfig, index: usize) -> SessionConfig {
         // them): with a tone per session, encoding took ~3 ms of the generator's CPU per
         // session, a third of its core at 100 arrivals/s, and its late audio then reached the
         // server in bursts.
-        tone_hz: f32::from(200 + 50 * rng.random_range(0u16..UPLINK_TONES)),
-        amplitude: 0.3,
+        tone_hz: uplink_tone_hz(rng.random_range(0u16..UPLINK_TONES)),
+        amplitude: UPLINK_AMPLITUDE,
         send_for: if cfg.audio {
             Duration::MAX
         } else {
