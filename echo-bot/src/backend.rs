@@ -1,5 +1,6 @@
 //! The gRPC side of the echo bot: one worker subscription per transceiver, one task per
-//! session. All decisions are made by [`Utterances`]; this module moves messages and time.
+//! session, the sessions on one `Multiplex` stream per subscription (see `mux`). All decisions
+//! are made by [`Utterances`]; this module moves messages and time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,15 +13,17 @@ use tokio::time::{sleep, sleep_until, Instant};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Request, Status, Streaming};
+use tonic::{Code, Request, Status, Streaming};
 use tracing::{debug, info, info_span, warn, Instrument};
 use voxgate_echo_bot::{Action, Utterances, VadConfig};
 use voxgate_proto::bridge::bridge_client::BridgeClient;
 use voxgate_proto::bridge::{
     data_message, downlink, session_event, uplink, worker_command, worker_message, Attach,
-    AudioChunk, AudioMode, Clear, DataMessage, Dispatch, Downlink, Load, Register, Reject, Uplink,
+    AudioChunk, AudioMode, Clear, DataMessage, Dispatch, Load, Register, Reject, Uplink,
     WorkerCommand, WorkerMessage,
 };
+
+use crate::mux::{ChannelEvent, ChannelHandle, Mux};
 
 /// Reconnect delays of the worker subscription: doubling from the first to the second.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(10));
@@ -45,7 +48,7 @@ pub struct Bot {
 }
 
 impl Bot {
-    fn request<T>(&self, message: T) -> Request<T> {
+    pub fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
         if let Some(value) = &self.authorization {
             request
@@ -126,6 +129,7 @@ pub async fn run_worker(endpoint: Endpoint, bot: Arc<Bot>, mut shutdown: watch::
             shutdown: shutdown.clone(),
             release: &release,
             registered: false,
+            mux: None,
         };
         let result = link.run().await;
         if *shutdown.borrow() {
@@ -161,6 +165,9 @@ struct WorkerLink<'a> {
     shutdown: watch::Receiver<bool>,
     release: &'a watch::Sender<bool>,
     registered: bool,
+    /// This life's `Multiplex` stream, opened with its first session (sessions of an earlier
+    /// life keep theirs until they end).
+    mux: Option<Mux>,
 }
 
 impl WorkerLink<'_> {
@@ -285,9 +292,29 @@ impl WorkerLink<'_> {
             .await;
             return;
         };
+        if self.mux.as_ref().is_none_or(Mux::is_closed) {
+            match Mux::open(channel.clone(), self.bot).await {
+                Ok(mux) => {
+                    info!("multiplex stream open");
+                    self.mux = Some(mux);
+                }
+                Err(status) => {
+                    warn!(code = ?status.code(), message = status.message(), "cannot open the multiplex stream");
+                    let reason = format!("attach failed: {:?}", status.code());
+                    let session_id = d.session_id;
+                    send_work(
+                        tx,
+                        worker_message::Kind::Reject(Reject { session_id, reason }),
+                    )
+                    .await;
+                    return;
+                }
+            }
+        }
+        let Some(mux) = self.mux.as_mut() else { return };
         let span = info_span!("session", id = %d.session_id);
         let session = Session {
-            client: BridgeClient::new(channel.clone()),
+            channel: mux.open_channel(),
             bot: Arc::clone(self.bot),
             dispatch: d,
             reject_tx: self.reject_tx.clone(),
@@ -303,9 +330,9 @@ async fn send_work(tx: &mpsc::Sender<WorkerMessage>, kind: worker_message::Kind)
     let _ = tx.send(WorkerMessage { kind: Some(kind) }).await;
 }
 
-/// One dispatched session, from attach to ENDED.
+/// One dispatched session, from attach to ENDED, on its channel of the `Multiplex` stream.
 struct Session {
-    client: BridgeClient<Channel>,
+    channel: ChannelHandle,
     bot: Arc<Bot>,
     dispatch: Dispatch,
     reject_tx: mpsc::Sender<Reject>,
@@ -317,7 +344,6 @@ struct Session {
 impl Session {
     async fn run(mut self) {
         let session_id = std::mem::take(&mut self.dispatch.session_id);
-        let (tx, rx) = mpsc::channel::<Downlink>(256);
         let attach = Attach {
             session_id: session_id.clone(),
             worker_id: self.bot.worker_id.clone(),
@@ -326,44 +352,43 @@ impl Session {
             progress_interval_ms: PROGRESS_INTERVAL_MS,
             encoder: None,
         };
-        let mut out = Downstream::new(tx, self.bot.sample_rate_hz);
-        out.send(downlink::Kind::Attach(attach)).await;
-        let uplink = self
-            .client
-            .session(self.bot.request(ReceiverStream::new(rx)))
-            .await;
-        let mut uplink = match uplink {
-            Ok(response) => response.into_inner(),
-            Err(status) => return self.decline(session_id, &status).await,
-        };
+        self.channel.send(downlink::Kind::Attach(attach)).await;
+        let mut out = Downstream::new(self.bot.sample_rate_hz);
         let mut machine = Utterances::new(self.bot.vad.clone());
         let mut attached = false;
         loop {
             let deadline = machine.poll_timeout();
-            let message = tokio::select! {
+            let event = tokio::select! {
                 _ = stopped(&mut self.release) => {
-                    // Let go without a hangup: the transceiver hands the caller to another worker.
+                    // Let go without a hangup (dropping the channel releases it): the
+                    // transceiver hands the caller to another worker.
                     info!("shutting down: releasing session");
                     return;
                 }
                 _ = sleep_until_opt(deadline) => {
                     if let Some(action) = machine.handle_timeout(std::time::Instant::now()) {
-                        out.perform(action).await;
+                        out.perform(&self.channel, action).await;
                     }
                     continue;
                 }
-                message = uplink.message() => message,
+                event = self.channel.recv() => event,
             };
-            let up = match message {
-                Ok(Some(Uplink { kind: Some(kind) })) => kind,
-                Ok(Some(Uplink { kind: None })) => continue,
-                Ok(None) => {
-                    warn!("session stream ended without ENDED");
+            let up = match event {
+                Some(ChannelEvent::Uplink(Uplink { kind: Some(kind) })) => kind,
+                Some(ChannelEvent::Uplink(Uplink { kind: None })) => continue,
+                Some(ChannelEvent::Closed(status)) if status.code() == Code::Ok => {
+                    info!("session channel closed");
                     return;
                 }
-                Err(status) if !attached => return self.decline(session_id, &status).await,
-                Err(status) => {
-                    warn!(code = ?status.code(), message = status.message(), "session stream broke");
+                Some(ChannelEvent::Closed(status)) if !attached => {
+                    return self.decline(session_id, &status).await
+                }
+                Some(ChannelEvent::Closed(status)) => {
+                    warn!(code = ?status.code(), message = status.message(), "session channel closed");
+                    return;
+                }
+                None => {
+                    warn!("multiplex stream broke");
                     return;
                 }
             };
@@ -382,7 +407,7 @@ impl Session {
                 uplink::Kind::Audio(frame) => {
                     let pcm = out.decode(&frame.pcm);
                     if let Some(action) = machine.handle_frame(std::time::Instant::now(), pcm) {
-                        out.perform(action).await;
+                        out.perform(&self.channel, action).await;
                     }
                 }
                 uplink::Kind::Data(DataMessage {
@@ -391,7 +416,8 @@ impl Session {
                 }) => {
                     let echo = json!({ "type": "echo", "text": text }).to_string();
                     let payload = Some(data_message::Payload::Text(echo));
-                    out.send(downlink::Kind::Data(DataMessage { label, payload }))
+                    self.channel
+                        .send(downlink::Kind::Data(DataMessage { label, payload }))
                         .await;
                 }
                 uplink::Kind::Progress(p) => {
@@ -418,7 +444,6 @@ impl Session {
 
 /// The session's downlink: turns actions into messages, and counts replies.
 struct Downstream {
-    tx: mpsc::Sender<Downlink>,
     sample_rate_hz: u32,
     chunk_samples: usize,
     utterances: u64,
@@ -427,20 +452,14 @@ struct Downstream {
 }
 
 impl Downstream {
-    fn new(tx: mpsc::Sender<Downlink>, sample_rate_hz: u32) -> Self {
+    fn new(sample_rate_hz: u32) -> Self {
         let chunk_samples = (u128::from(sample_rate_hz) * CHUNK.as_millis() / 1000) as usize;
         Downstream {
-            tx,
             sample_rate_hz,
             chunk_samples: chunk_samples.max(1),
             utterances: 0,
             frame: Vec::with_capacity(sample_rate_hz as usize / 50),
         }
-    }
-
-    async fn send(&self, kind: downlink::Kind) {
-        // A closed downlink means the session stream is gone; the uplink side ends the task.
-        let _ = self.tx.send(Downlink { kind: Some(kind) }).await;
     }
 
     /// PCM16 little-endian bytes into samples (a stray odd byte is ignored).
@@ -453,7 +472,7 @@ impl Downstream {
         &self.frame
     }
 
-    async fn perform(&mut self, action: Action) {
+    async fn perform(&mut self, channel: &ChannelHandle, action: Action) {
         match action {
             Action::PlayUtterance(pcm) => {
                 self.utterances += 1;
@@ -462,14 +481,15 @@ impl Downstream {
                     let bytes: Vec<u8> = chunk.iter().flat_map(|s| s.to_le_bytes()).collect();
                     let pcm = Bytes::from(bytes);
                     let item_id = item_id.clone();
-                    self.send(downlink::Kind::Audio(AudioChunk { pcm, item_id }))
+                    channel
+                        .send(downlink::Kind::Audio(AudioChunk { pcm, item_id }))
                         .await;
                 }
                 let ms = pcm.len() as u64 * 1000 / u64::from(self.sample_rate_hz.max(1));
                 info!(item_id, ms, "utterance played");
             }
             Action::Clear => {
-                self.send(downlink::Kind::Clear(Clear {})).await;
+                channel.send(downlink::Kind::Clear(Clear {})).await;
                 info!("barge-in: clear sent");
             }
         }

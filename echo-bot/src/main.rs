@@ -20,6 +20,7 @@
 //! callers to other workers), then closes its worker streams and exits.
 
 mod backend;
+mod mux;
 
 use std::io::IsTerminal;
 use std::sync::Arc;

@@ -297,6 +297,12 @@ fn tone_burst_comes_back_and_text_is_echoed() {
     // 1 s of tone, the 400 ms silence window, then 1 s of reply.
     let within = Duration::from_secs(6);
     expect_echo(&mut fleet, i, &bot, (700.0, 45..=56), "hello bot", within);
+    // The call rode on the bot's one `Multiplex` stream, not on a stream of its own.
+    let metrics = http_get(&t.base_url, "/metrics");
+    assert_eq!(metric_sum(&metrics, "voxgate_multiplex_streams"), 1.0, "{metrics}");
+    let carried = metric_sum(&metrics, "voxgate_multiplex_uplink_messages_total");
+    assert!(carried >= 20.0, "{carried}: {metrics}");
+    assert!(bot.output().contains("multiplex stream open"));
 
     fleet.delete(i).expect("delete");
     assert!(
