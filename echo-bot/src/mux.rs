@@ -49,7 +49,16 @@ pub enum ChannelEvent {
     Closed(Status),
 }
 
-type Routes = Arc<Mutex<HashMap<u64, mpsc::Sender<ChannelEvent>>>>;
+/// Where the router sends each channel's messages.
+#[derive(Default)]
+struct RouteTable {
+    channels: HashMap<u64, mpsc::Sender<ChannelEvent>>,
+    /// Cleared by the router when the stream ends: a channel opened after that would wait
+    /// forever, so it gets no route and hears the end at once.
+    ended: bool,
+}
+
+type Routes = Arc<Mutex<RouteTable>>;
 
 /// A worker subscription's `Multiplex` stream.
 pub struct Mux {
@@ -86,7 +95,11 @@ impl Mux {
         let channel = self.next_channel;
         self.next_channel += 1;
         let (tx, up) = mpsc::channel(UPLINK_QUEUE);
-        lock(&self.routes).insert(channel, tx);
+        let mut routes = lock(&self.routes);
+        if !routes.ended {
+            routes.channels.insert(channel, tx);
+        }
+        drop(routes);
         ChannelHandle {
             channel,
             down: self.down.clone(),
@@ -96,9 +109,9 @@ impl Mux {
         }
     }
 
-    /// Whether the transceiver ended the stream (new sessions then need a new one).
+    /// Whether the stream has ended (new sessions then need a new one).
     pub fn is_closed(&self) -> bool {
-        self.down.is_closed()
+        self.down.is_closed() || lock(&self.routes).ended
     }
 }
 
@@ -137,7 +150,7 @@ impl Drop for ChannelHandle {
     /// Gives the session up unless the transceiver already closed the channel, as dropping a
     /// `Session` stream does: the transceiver dispatches the caller again.
     fn drop(&mut self) {
-        lock(&self.routes).remove(&self.channel);
+        lock(&self.routes).channels.remove(&self.channel);
         if self.closed {
             return;
         }
@@ -202,12 +215,12 @@ async fn route(mut uplink: Streaming<MultiplexUplink>, routes: Routes) {
             }
         };
         for m in batch.messages {
-            let Some(tx) = lock(&routes).get(&m.channel).cloned() else {
+            let Some(tx) = lock(&routes).channels.get(&m.channel).cloned() else {
                 continue; // a session that has gone; the transceiver hears its release
             };
             let event = match (m.closed, m.uplink) {
                 (Some(c), _) => {
-                    lock(&routes).remove(&m.channel);
+                    lock(&routes).channels.remove(&m.channel);
                     ChannelEvent::Closed(Status::new(Code::from_i32(c.code), c.message))
                 }
                 (None, Some(u)) => ChannelEvent::Uplink(u),
@@ -216,9 +229,11 @@ async fn route(mut uplink: Streaming<MultiplexUplink>, routes: Routes) {
             let _ = tx.send(event).await;
         }
     }
-    lock(&routes).clear();
+    let mut routes = lock(&routes);
+    routes.ended = true;
+    routes.channels.clear();
 }
 
-fn lock(routes: &Routes) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<ChannelEvent>>> {
+fn lock(routes: &Routes) -> std::sync::MutexGuard<'_, RouteTable> {
     routes.lock().unwrap_or_else(|p| p.into_inner())
 }

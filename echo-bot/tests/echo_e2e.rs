@@ -176,8 +176,13 @@ fn start_transceiver(tag: &str) -> Transceiver {
 }
 
 fn start_transceiver_with(tag: &str, extra_args: &[&str]) -> Transceiver {
+    start_transceiver_on(tag, free_tcp_port(), extra_args)
+}
+
+/// A transceiver whose gRPC listener is on `grpc_port` (a bot's address for it).
+fn start_transceiver_on(tag: &str, grpc_port: u16, extra_args: &[&str]) -> Transceiver {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let (signal_port, grpc_port, media_port) = (free_tcp_port(), free_tcp_port(), free_udp_port());
+    let (signal_port, media_port) = (free_tcp_port(), free_udp_port());
     let proc = Proc::spawn(
         Command::new(transceiver_bin())
             .args(["--signal-listen", &format!("127.0.0.1:{signal_port}")])
@@ -299,7 +304,11 @@ fn tone_burst_comes_back_and_text_is_echoed() {
     expect_echo(&mut fleet, i, &bot, (700.0, 45..=56), "hello bot", within);
     // The call rode on the bot's one `Multiplex` stream, not on a stream of its own.
     let metrics = http_get(&t.base_url, "/metrics");
-    assert_eq!(metric_sum(&metrics, "voxgate_multiplex_streams"), 1.0, "{metrics}");
+    assert_eq!(
+        metric_sum(&metrics, "voxgate_multiplex_streams"),
+        1.0,
+        "{metrics}"
+    );
     let carried = metric_sum(&metrics, "voxgate_multiplex_uplink_messages_total");
     assert!(carried >= 20.0, "{carried}: {metrics}");
     assert!(bot.output().contains("multiplex stream open"));
@@ -388,6 +397,11 @@ fn talking_over_the_reply_cuts_it() {
 
 /// One caller, connected and attached to `bot` (the only bot registered so far).
 fn call_attached_to(t: &Transceiver, bot: &Proc) -> (Fleet, usize) {
+    call_attached_to_nth(t, bot, 1)
+}
+
+/// As [`call_attached_to`], for the bot's `nth` attached session.
+fn call_attached_to_nth(t: &Transceiver, bot: &Proc, nth: usize) -> (Fleet, usize) {
     let mut fleet = Fleet::new().expect("fleet");
     let i = fleet
         .open(caller(&t.base_url, 600.0, Duration::ZERO))
@@ -398,7 +412,11 @@ fn call_attached_to(t: &Transceiver, bot: &Proc) -> (Fleet, usize) {
             .is_connected())
     );
     assert!(
-        bot.wait_for_log("session attached", Duration::from_secs(5)),
+        wait_until(Duration::from_secs(5), || bot
+            .output()
+            .matches("session attached")
+            .count()
+            >= nth),
         "{}",
         bot.output()
     );
@@ -416,6 +434,49 @@ fn talks_and_hears(fleet: &mut Fleet, i: usize, bot: &Proc) {
     });
     assert!(heard, "no reply from the bot:\n{}", bot.output());
     fleet.delete(i).expect("delete");
+}
+
+/// The transceiver dies under a call: the session on the bot's `Multiplex` stream ends
+/// with the stream and gives its slot back, and once a transceiver is back at that address the
+/// bot subscribes again and takes new calls on a new stream.
+#[test]
+fn a_call_ends_with_its_stream_and_the_bot_serves_the_next_transceiver_on_a_new_one() {
+    let grpc_port = free_tcp_port();
+    let t = start_transceiver_on("restart-1", grpc_port, &[]);
+    // Capacity 1: the second call is served only if the first one's slot came back.
+    let bot = start_bot(&t, "e2e-restart", 1);
+    let (fleet, i) = call_attached_to(&t, &bot);
+    assert!(fleet.session(i).is_connected());
+    // Killed, not stopped: a graceful stop would end the session (ENDED) before the stream.
+    t.proc.signal(9);
+    assert!(
+        bot.wait_for_log("multiplex stream broke", Duration::from_secs(10)),
+        "{}",
+        bot.output()
+    );
+    drop(fleet);
+    drop(t);
+
+    let t = start_transceiver_on("restart-2", grpc_port, &[]);
+    let registered_again = wait_until(Duration::from_secs(20), || {
+        bot.output().matches("registered").count() >= 2
+    });
+    assert!(registered_again, "{}", bot.output());
+    let (mut fleet, i) = call_attached_to_nth(&t, &bot, 2);
+    talks_and_hears(&mut fleet, i, &bot);
+    let log = bot.output();
+    assert_eq!(log.matches("multiplex stream open").count(), 2, "{log}");
+}
+
+fn wait_until(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ok()
 }
 
 #[test]
