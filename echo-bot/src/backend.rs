@@ -269,8 +269,7 @@ impl WorkerLink<'_> {
                 Some(_) = self.sessions.join_next(), if !self.sessions.is_empty() => {}
                 command = commands.message() => match command {
                     Ok(Some(WorkerCommand { kind: Some(worker_command::Kind::Dispatch(d)) })) => {
-                        let reject = Reject { session_id: d.session_id, reason: "shutting_down".into() };
-                        send_work(tx, worker_message::Kind::Reject(reject)).await;
+                        reject(tx, d.session_id, "shutting_down".into()).await;
                     }
                     Ok(Some(_)) => {}
                     Ok(None) | Err(_) => return Ok(()),
@@ -283,14 +282,7 @@ impl WorkerLink<'_> {
     async fn dispatch(&mut self, channel: &Channel, tx: &mpsc::Sender<WorkerMessage>, d: Dispatch) {
         let Some(slot) = self.bot.slots.try_acquire() else {
             info!(session_id = %d.session_id, "at capacity: rejecting dispatch");
-            let reason = "at_capacity".to_owned();
-            let session_id = d.session_id;
-            send_work(
-                tx,
-                worker_message::Kind::Reject(Reject { session_id, reason }),
-            )
-            .await;
-            return;
+            return reject(tx, d.session_id, "at_capacity".to_owned()).await;
         };
         if self.mux.as_ref().is_none_or(Mux::is_closed) {
             match Mux::open(channel.clone(), self.bot).await {
@@ -301,13 +293,7 @@ impl WorkerLink<'_> {
                 Err(status) => {
                     warn!(code = ?status.code(), message = status.message(), "cannot open the multiplex stream");
                     let reason = format!("attach failed: {:?}", status.code());
-                    let session_id = d.session_id;
-                    send_work(
-                        tx,
-                        worker_message::Kind::Reject(Reject { session_id, reason }),
-                    )
-                    .await;
-                    return;
+                    return reject(tx, d.session_id, reason).await;
                 }
             }
         }
@@ -328,6 +314,15 @@ impl WorkerLink<'_> {
 async fn send_work(tx: &mpsc::Sender<WorkerMessage>, kind: worker_message::Kind) {
     // Fails only when the stream is gone, which the command loop notices by itself.
     let _ = tx.send(WorkerMessage { kind: Some(kind) }).await;
+}
+
+/// Tells the transceiver to offer `session_id` to another worker.
+async fn reject(tx: &mpsc::Sender<WorkerMessage>, session_id: String, reason: String) {
+    send_work(
+        tx,
+        worker_message::Kind::Reject(Reject { session_id, reason }),
+    )
+    .await;
 }
 
 /// One dispatched session, from attach to ENDED, on its channel of the `Multiplex` stream.
