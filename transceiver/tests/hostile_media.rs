@@ -834,14 +834,16 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
              in {answered_in:?}; the loop rested {rests} times"
         );
         // The loop was at capacity: the flood came faster than it could read, so its socket
-        // overflowed and the kernel dropped the rest.
+        // overflowed and the kernel dropped the rest; or, on a machine busy enough that eight
+        // senders could not outrun it, the loop spent its whole time on the flood (a CI run
+        // beside other tests: 0 kernel drops, 1.7 M junk datagrams dropped, busy 0.96).
         assert!(
             dropped >= 50_000,
             "only {dropped} junk datagrams reached the loop"
         );
         assert!(
-            overflowed >= 1_000,
-            "the loop kept up ({overflowed} kernel drops): not at capacity"
+            overflowed >= 1_000 || busy >= 0.9,
+            "the loop kept up ({overflowed} kernel drops, busy {busy:.2}): not at capacity"
         );
         assert_eq!(snap["state"], "connected", "{snap}");
         assert!(
