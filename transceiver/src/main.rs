@@ -134,6 +134,10 @@ fn run(config: Config) -> anyhow::Result<()> {
         dispatch,
     )?);
 
+    // Before anything watches the process's CPU or takes a caller: the first PCM callers are
+    // counted at this measured cost, and the measurement is not load (see `codec_cost`).
+    control.measure_default_codec_cost();
+
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.control_threads(loop_count))
         .enable_all()
@@ -248,11 +252,12 @@ async fn serve(
         max_process_cpu = config.max_process_cpu,
         "admission watches the process's CPU"
     );
-    let sampled = control.clone();
+    let (sampled, calibrated) = (control.clone(), control.clone());
     let sampler = signaling_runtime.spawn(process_load::run_sampler(
         control.process_load(),
         cores,
         control.metrics.clone(),
+        move || calibrated.calibration_cpu(),
         move |now| sampled.sample_talking(now),
     ));
     let http_task = signaling_runtime.spawn(signaling_server::serve(

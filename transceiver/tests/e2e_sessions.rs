@@ -369,6 +369,51 @@ fn a_process_short_of_cpu_refuses_new_sessions_until_its_load_falls() {
     });
 }
 
+/// A fresh transceiver admits its first callers: measuring its codecs' cost at start-up is
+/// calibration, not load. Before, a debug build's start-up measurement read as 0.83-1.0 of a
+/// core in the first window and `scripts/bench --smoke` saw every caller of its first scenario
+/// refused with 503. From the first reading on, the idle process stays far under a limit of
+/// 0.2 of its cores (it reads 0.02-0.04 of one core here), and an offer made right away is taken.
+#[test]
+fn a_fresh_process_counts_none_of_its_start_up_as_load() {
+    let limit = 0.2;
+    let server = ServerProcess::start(&["--loops", "1", "--max-process-cpu", "0.2"]);
+    let first = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
+    assert_eq!(first.status, 201, "{}", first.body);
+    // The gauge reads 0 until the sampler's first window closes; then every reading of the
+    // first 1.5 s (the whole 1 s window after start-up, and more) is under the limit.
+    let deadline = Instant::now() + Duration::from_millis(1_500);
+    let mut readings = Vec::new();
+    while Instant::now() < deadline {
+        readings.push(process_cpu(&server));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        readings.iter().any(|r| *r > 0.0),
+        "the sampler published nothing: {readings:?}"
+    );
+    assert!(
+        readings.iter().all(|r| *r < limit),
+        "start-up read as load: {readings:?}"
+    );
+    let again = http_post_sdp(&server.url("/v1/sessions"), support::AUDIO_OFFER, None);
+    assert_eq!(again.status, 201, "{}", again.body);
+    let text = metrics(&server);
+    assert_eq!(
+        metric_sum(
+            &text,
+            "voxgate_sessions_refused_total",
+            &["reason=\"process_saturated\""]
+        ),
+        0,
+        "{text}"
+    );
+    assert!(
+        server.log_tail(200).contains("calibration_ms"),
+        "the start-up measurement is logged"
+    );
+}
+
 #[test]
 fn ice_restart_keeps_the_session_on_its_loop_with_a_new_minted_ufrag() {
     let server = ServerProcess::start(&["--loops", "2", "--fleet-key", FLEET_KEY]);

@@ -6,9 +6,18 @@
 //! (lowdelay at complexity 0 against voip at 5) and by half between runs of the same machine
 //! (the codec floor of docs/BENCHMARKS.md was 3.07 CPU-ms per session-second in one run and
 //! 4.33 in another). One measurement is a second of audio through a fresh decoder and encoder,
-//! about 7 ms of CPU at the default settings, on the blocking pool, once per setting.
+//! about 7 ms of CPU at the default settings, once per setting: the default at start-up, before
+//! admission watches the CPU, any other on the blocking pool when a backend first asks for it.
+//!
+//! A measurement is calibration, not load: its CPU (all of it, the synthetic audio included) is
+//! counted in [`CodecCosts::calibration_cpu`], which the process CPU window leaves out. Without
+//! that, a fresh transceiver on one core refused its first callers: in a debug build the start-up
+//! measurement took the window to 0.83-1.0 of the core for its first few hundred milliseconds
+//! (`scripts/bench --smoke` failed with every session of its first scenario refused), and a
+//! backend cycling through new encoder settings would refuse callers for as long as it did.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,6 +58,8 @@ pub struct CodecCosts {
     slots: Mutex<HashMap<CodecKey, Slot>>,
     /// The transceiver's own encoder at 48 kHz: what an unmeasured setting is counted at.
     default: CodecKey,
+    /// CPU nanoseconds the measurements took, whole (see the module's docs).
+    calibration_nanos: AtomicU64,
     metrics: Arc<Metrics>,
 }
 
@@ -60,13 +71,26 @@ impl CodecCosts {
                 rate: 48_000,
                 encoder: default_encoder,
             },
+            calibration_nanos: AtomicU64::new(0),
             metrics,
         })
     }
 
-    /// Starts measuring the transceiver's default setting (call once the runtime is up).
-    pub fn measure_default(self: &Arc<Self>) {
-        self.slot_or_measure(self.default);
+    /// Measures the transceiver's default setting on this thread, now. Called at start-up
+    /// before the process CPU sampler and the signaling listener start, so the first callers
+    /// find the default's cost known and the window free of it (about 7 ms in a release build).
+    pub fn measure_default_now(&self) {
+        let key = self.default;
+        let slot = self.measured(key);
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, slot);
+    }
+
+    /// CPU the measurements have taken so far: the process CPU window subtracts it.
+    pub fn calibration_cpu(&self) -> Duration {
+        Duration::from_nanos(self.calibration_nanos.load(Ordering::Relaxed))
     }
 
     /// CPU-seconds per session-second that `key`'s codecs cost: measured, or while that is
@@ -90,23 +114,7 @@ impl CodecCosts {
         drop(slots);
         let costs = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
-            let slot = match measure(key) {
-                Ok(cost) => {
-                    costs.metrics.codec_cost(key, cost.as_secs_f64());
-                    tracing::info!(
-                        rate = key.rate,
-                        application = ?key.encoder.application,
-                        complexity = key.encoder.complexity,
-                        cpu_ms_per_session_second = cost.as_secs_f64() * 1e3,
-                        "measured a PCM session's codec cost"
-                    );
-                    Slot::Known(cost.as_secs_f64())
-                }
-                Err(e) => {
-                    tracing::warn!(rate = key.rate, error = %e, "could not measure the codec cost");
-                    Slot::Failed
-                }
-            };
+            let slot = costs.measured(key);
             costs
                 .slots
                 .lock()
@@ -114,6 +122,34 @@ impl CodecCosts {
                 .insert(key, slot);
         });
         Slot::Measuring
+    }
+
+    /// Measures `key` on this thread, counts the whole of it as calibration CPU, and publishes
+    /// the result: the slot to store.
+    fn measured(&self, key: CodecKey) -> Slot {
+        let started = thread_cpu_time();
+        let result = measure(key);
+        let spent = thread_cpu_time().saturating_sub(started);
+        self.calibration_nanos
+            .fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
+        match result {
+            Ok(cost) => {
+                self.metrics.codec_cost(key, cost.as_secs_f64());
+                tracing::info!(
+                    rate = key.rate,
+                    application = ?key.encoder.application,
+                    complexity = key.encoder.complexity,
+                    cpu_ms_per_session_second = cost.as_secs_f64() * 1e3,
+                    calibration_ms = spent.as_secs_f64() * 1e3,
+                    "measured a PCM session's codec cost"
+                );
+                Slot::Known(cost.as_secs_f64())
+            }
+            Err(e) => {
+                tracing::warn!(rate = key.rate, error = %e, "could not measure the codec cost");
+                Slot::Failed
+            }
+        }
     }
 
     /// Settings measured or being measured.
@@ -211,6 +247,23 @@ mod tests {
             cheap < default * 0.8,
             "lowdelay c0 {cheap} vs voip c5 {default}"
         );
+    }
+
+    /// Start-up: the default is measured on the calling thread (no runtime: an unmeasured
+    /// setting would need one to spawn its measurement), and all of it is calibration CPU.
+    #[test]
+    fn the_default_is_measured_at_once_and_counted_as_calibration() {
+        let default = key(48_000, OpusApplication::Voip, 5);
+        let costs = CodecCosts::new(default.encoder, Arc::new(Metrics::new()));
+        assert_eq!(costs.calibration_cpu(), Duration::ZERO);
+        costs.measure_default_now();
+        let cost = costs.per_session_second(default);
+        assert!(cost > 0.0 && cost < 0.5, "{cost}");
+        assert_ne!(cost, UNMEASURED);
+        // The measured frames are part of the calibration, with the codecs' set-up and the
+        // synthetic audio on top.
+        let calibration = costs.calibration_cpu().as_secs_f64();
+        assert!(calibration >= cost, "{calibration} < {cost}");
     }
 
     #[test]

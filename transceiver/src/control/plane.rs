@@ -200,6 +200,18 @@ impl ControlPlane {
         })
     }
 
+    /// Measures what a PCM session's codecs cost with the transceiver's default encoder, on
+    /// this thread (start-up: before the CPU sampler and signaling start; see `codec_cost`).
+    pub fn measure_default_codec_cost(&self) {
+        self.codec_costs.measure_default_now();
+    }
+
+    /// CPU the process spent measuring codec costs: calibration, which the process CPU window
+    /// leaves out (see `codec_cost`).
+    pub fn calibration_cpu(&self) -> Duration {
+        self.codec_costs.calibration_cpu()
+    }
+
     /// Where the process's CPU share is published for admission (the sampler writes it).
     pub fn process_load(&self) -> SharedBusy {
         self.process_load.clone()
@@ -583,7 +595,6 @@ impl ControlPlane {
         mut events: mpsc::Receiver<LoopEvent>,
         mut ended: mpsc::UnboundedReceiver<SessionEnded>,
     ) {
-        self.codec_costs.measure_default();
         let mut events_open = true;
         loop {
             tokio::select! {

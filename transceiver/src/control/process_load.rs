@@ -306,12 +306,14 @@ fn cpu_clock(clock: libc::clockid_t) -> Duration {
 /// Samples the process clock every [`SAMPLE_EVERY`] and publishes the ratio over [`WINDOW`]
 /// into `shared` and the `process_cpu_ratio` gauge, until the task is dropped; `also` runs at
 /// each sample (the control plane samples its talking sessions there, on the same clock).
-/// Runs on the signaling runtime: it must keep sampling when the gRPC runtime is the part
-/// starved of CPU.
+/// `not_load` is CPU the process spent that is no caller's (the codec cost measurements), left
+/// out of the ratio. Runs on the signaling runtime: it must keep sampling when the gRPC runtime
+/// is the part starved of CPU.
 pub async fn run_sampler(
     shared: SharedBusy,
     cores: f64,
     metrics: std::sync::Arc<Metrics>,
+    not_load: impl Fn() -> Duration,
     mut also: impl FnMut(Instant),
 ) {
     let mut window = CpuWindow::new(cores, WINDOW);
@@ -320,7 +322,8 @@ pub async fn run_sampler(
     loop {
         tick.tick().await;
         let now = Instant::now();
-        if let Some(ratio) = window.sample(now, process_cpu_time()) {
+        let load = process_cpu_time().saturating_sub(not_load());
+        if let Some(ratio) = window.sample(now, load) {
             shared.set(ratio);
             metrics.process_cpu(ratio);
         }
