@@ -10,7 +10,8 @@
 //! admission watches the CPU, any other on the blocking pool when a backend first asks for it.
 //!
 //! A measurement is calibration, not load: its CPU (all of it, the synthetic audio included) is
-//! counted in [`CodecCosts::calibration_cpu`], which the process CPU window leaves out. Without
+//! counted in [`CodecCosts::calibration_cpu`], which the process CPU window leaves out (from the
+//! moment the measurement ends: one under way shows for its few milliseconds). Without
 //! that, a fresh transceiver on one core refused its first callers: in a debug build the start-up
 //! measurement took the window to 0.83-1.0 of the core for its first few hundred milliseconds
 //! (`scripts/bench --smoke` failed with every session of its first scenario refused), and a
@@ -80,12 +81,7 @@ impl CodecCosts {
     /// before the process CPU sampler and the signaling listener start, so the first callers
     /// find the default's cost known and the window free of it (about 7 ms in a release build).
     pub fn measure_default_now(&self) {
-        let key = self.default;
-        let slot = self.measured(key);
-        self.slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, slot);
+        self.measure_and_store(self.default);
     }
 
     /// CPU the measurements have taken so far: the process CPU window subtracts it.
@@ -113,26 +109,19 @@ impl CodecCosts {
         slots.insert(key, Slot::Measuring);
         drop(slots);
         let costs = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            let slot = costs.measured(key);
-            costs
-                .slots
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(key, slot);
-        });
+        tokio::task::spawn_blocking(move || costs.measure_and_store(key));
         Slot::Measuring
     }
 
-    /// Measures `key` on this thread, counts the whole of it as calibration CPU, and publishes
-    /// the result: the slot to store.
-    fn measured(&self, key: CodecKey) -> Slot {
+    /// Measures `key` on this thread, counts the whole of it as calibration CPU, and stores and
+    /// publishes the result.
+    fn measure_and_store(&self, key: CodecKey) {
         let started = thread_cpu_time();
         let result = measure(key);
         let spent = thread_cpu_time().saturating_sub(started);
         self.calibration_nanos
             .fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
-        match result {
+        let slot = match result {
             Ok(cost) => {
                 self.metrics.codec_cost(key, cost.as_secs_f64());
                 tracing::info!(
@@ -149,7 +138,11 @@ impl CodecCosts {
                 tracing::warn!(rate = key.rate, error = %e, "could not measure the codec cost");
                 Slot::Failed
             }
-        }
+        };
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, slot);
     }
 
     /// Settings measured or being measured.
