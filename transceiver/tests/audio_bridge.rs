@@ -205,6 +205,66 @@ fn uplink_pcm_matches_each_callers_tone(transport: Transport) {
     }
 }
 
+/// Hand-offs (socket arrival → frame queued for the backend) that took longer than 25 ms, and
+/// all of them, from the server's `/metrics`.
+fn slow_and_all_handoffs(server: &ServerProcess) -> (u64, u64) {
+    let text = http_get(&server.url("/metrics"), None).body;
+    let bucket = |le: &str| {
+        metric_sum(
+            &text,
+            "voxgate_bridge_uplink_handoff_seconds_bucket",
+            &[&format!("le=\"{le}\"")],
+        )
+    };
+    let all = bucket("+Inf");
+    (all - bucket("0.025"), all)
+}
+
+/// The hand-off is timed from when a packet reached the transceiver's socket (the kernel's
+/// stamp), not from when the loop read it: a packet that queued while the loop could not run
+/// (here: the process stopped for 300 ms; in service: the read window, a long tick pass)
+/// counts its wait. Timed from the read, no hand-off here would take 25 ms.
+#[test]
+fn the_uplink_hand_off_counts_the_time_a_packet_waited_in_the_socket() {
+    let OneCall {
+        server,
+        worker,
+        mut fleet,
+        i: _,
+        id,
+    } = one_call(48_000, voxgate_proto::bridge::AudioMode::Pcm, 440.0, |c| c);
+    fleet.run_for(Duration::from_millis(500));
+    let (slow_before, all_before) = slow_and_all_handoffs(&server);
+    let frames_before = worker.session(&id).unwrap().frames.len();
+
+    // SAFETY: kill(2) on the server, our own child process.
+    let signal = |sig| unsafe { libc::kill(server.pid() as i32, sig) };
+    assert_eq!(signal(libc::SIGSTOP), 0);
+    fleet.run_for(Duration::from_millis(300)); // the caller keeps talking
+    assert_eq!(signal(libc::SIGCONT), 0);
+    fleet.run_for(Duration::from_millis(700));
+
+    let (slow_after, all_after) = slow_and_all_handoffs(&server);
+    let frames = worker.session(&id).unwrap().frames.len() - frames_before;
+    assert!(
+        frames >= 40,
+        "{frames} frames reached the backend in the second"
+    );
+    assert!(
+        all_after - all_before >= 40,
+        "{} hand-offs",
+        all_after - all_before
+    );
+    // About 15 packets were sent while the server was stopped; all but the last of them
+    // waited more than 25 ms for the loop.
+    let slow = slow_after - slow_before;
+    assert!(
+        slow >= 5,
+        "{slow} of {} hand-offs took over 25 ms across a 300 ms stop",
+        all_after - all_before
+    );
+}
+
 #[test]
 fn downlink_tone_reaches_the_caller_paced_at_20ms() {
     downlink_tone_reaches_the_caller_paced(Transport::Session);

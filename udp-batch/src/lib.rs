@@ -11,12 +11,19 @@
 //!
 //! The batches hold raw pointers into their own heap buffers, which makes them `!Send`:
 //! build them on the thread that uses them.
+//!
+//! A receive batch built [`with_arrival_times`](RecvBatch::with_arrival_times) also reads
+//! each datagram's kernel receive timestamp (`SO_TIMESTAMPNS`, turned on with
+//! [`stamp_arrivals`]): when it reached the socket, not when the reader got to it. A reader
+//! that lets datagrams queue on purpose (to read them in fewer batches) needs it to know how
+//! long they waited.
 
 use std::io;
 use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 use std::ptr;
+use std::time::{Duration, SystemTime};
 
 /// Largest datagram a slot holds by default: above any path MTU WebRTC uses.
 pub const DEFAULT_SLOT: usize = 2048;
@@ -28,8 +35,15 @@ pub struct RecvBatch {
     iovecs: Box<[libc::iovec]>,
     addrs: Box<[libc::sockaddr_storage]>,
     hdrs: Box<[libc::mmsghdr]>,
+    /// One control buffer per slot for the kernel's timestamp, empty unless the batch was
+    /// built to read arrival times. `u64` elements keep it aligned for `cmsghdr`.
+    controls: Box<[[u64; CONTROL_WORDS]]>,
     filled: usize,
 }
+
+/// Room for one `SCM_TIMESTAMPNS` control message (`CMSG_SPACE` of a `timespec`, 32 bytes on
+/// 64-bit Linux) with margin, in `u64` words.
+const CONTROL_WORDS: usize = 8;
 
 /// One received datagram.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +54,9 @@ pub struct Received<'a> {
     pub bytes: &'a [u8],
     /// The datagram was larger than a slot; `bytes` holds only its start.
     pub truncated: bool,
+    /// When the kernel queued it on the socket (wall clock), if the batch reads arrival times
+    /// and the socket stamps them.
+    pub arrived: Option<SystemTime>,
 }
 
 impl RecvBatch {
@@ -52,7 +69,17 @@ impl RecvBatch {
             iovecs: vec![empty_iovec(); capacity].into_boxed_slice(),
             addrs: vec![empty_storage(); capacity].into_boxed_slice(),
             hdrs: vec![empty_mmsghdr(); capacity].into_boxed_slice(),
+            controls: Box::default(),
             filled: 0,
+        }
+    }
+
+    /// As [`new`](Self::new), and every datagram also carries its kernel receive timestamp
+    /// ([`Received::arrived`]) once the socket stamps them ([`stamp_arrivals`]).
+    pub fn with_arrival_times(capacity: usize, slot: usize) -> Self {
+        Self {
+            controls: vec![[0u64; CONTROL_WORDS]; capacity].into_boxed_slice(),
+            ..Self::new(capacity, slot)
         }
     }
 
@@ -75,17 +102,26 @@ impl RecvBatch {
             hdr.msg_hdr.msg_iovlen = 1;
             hdr.msg_hdr.msg_name = ptr::from_mut(addr).cast();
             hdr.msg_hdr.msg_namelen = socklen_of::<libc::sockaddr_storage>();
-            hdr.msg_hdr.msg_control = ptr::null_mut();
-            hdr.msg_hdr.msg_controllen = 0;
+            match self.controls.get_mut(i) {
+                Some(control) => {
+                    hdr.msg_hdr.msg_control = control.as_mut_ptr().cast();
+                    hdr.msg_hdr.msg_controllen = mem::size_of_val(control) as _;
+                }
+                None => {
+                    hdr.msg_hdr.msg_control = ptr::null_mut();
+                    hdr.msg_hdr.msg_controllen = 0;
+                }
+            }
             hdr.msg_hdr.msg_flags = 0;
             hdr.msg_len = 0;
         }
         let vlen = u32::try_from(self.hdrs.len()).unwrap_or(u32::MAX);
         loop {
-            // SAFETY: every header points at its own iovec and sockaddr_storage, and every
-            // iovec at its own `slot` bytes of `bufs`; all live in `self` (heap, not moved
-            // during the call) and are exclusively borrowed by `&mut self`. The kernel writes
-            // at most `iov_len` bytes per buffer and `msg_namelen` bytes per address.
+            // SAFETY: every header points at its own iovec and sockaddr_storage (and control
+            // buffer, if any), and every iovec at its own `slot` bytes of `bufs`; all live in
+            // `self` (heap, not moved during the call) and are exclusively borrowed by
+            // `&mut self`. The kernel writes at most `iov_len` bytes per buffer, `msg_namelen`
+            // bytes per address and `msg_controllen` bytes per control buffer.
             let rc = unsafe {
                 libc::recvmmsg(
                     socket.as_raw_fd(),
@@ -121,9 +157,43 @@ impl RecvBatch {
                 from,
                 bytes: &self.bufs[i * self.slot..i * self.slot + len],
                 truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                arrived: if self.controls.is_empty() {
+                    None
+                } else {
+                    arrival_stamp(&hdr.msg_hdr)
+                },
             })
         })
     }
+}
+
+/// The `SCM_TIMESTAMPNS` the kernel put in a received message's control buffer, if any.
+fn arrival_stamp(msg: &libc::msghdr) -> Option<SystemTime> {
+    // SAFETY: `msg` is a header `recvmmsg` filled: its control pointer and the length the
+    // kernel wrote back describe this batch's own control buffer (or are null and 0). The
+    // libc CMSG macros stay inside `msg_controllen`, and the timestamp is read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts = libc::CMSG_DATA(c).cast::<libc::timespec>().read_unaligned();
+                let since_epoch = Duration::new(
+                    u64::try_from(ts.tv_sec).ok()?,
+                    u32::try_from(ts.tv_nsec).ok()?,
+                );
+                return SystemTime::UNIX_EPOCH.checked_add(since_epoch);
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
+}
+
+/// Asks the kernel to stamp each datagram the socket receives with its arrival time
+/// (`SO_TIMESTAMPNS`, the wall clock), for a batch built
+/// [`with_arrival_times`](RecvBatch::with_arrival_times) to read.
+pub fn stamp_arrivals(socket: &impl AsRawFd) -> io::Result<()> {
+    setsockopt_int(socket, libc::SO_TIMESTAMPNS, 1)
 }
 
 /// Datagrams queued for one [`SendBatch::flush`] call.
@@ -456,7 +526,7 @@ fn to_storage(
 mod tests {
     use super::*;
     use std::net::UdpSocket;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     fn recv_all(
         batch: &mut RecvBatch,
@@ -512,6 +582,56 @@ mod tests {
             batch.recv(&rx).unwrap_err().kind(),
             io::ErrorKind::WouldBlock
         );
+    }
+
+    #[test]
+    fn a_stamping_socket_reports_when_each_datagram_arrived_not_when_it_was_read() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        stamp_arrivals(&rx).unwrap();
+        let to = rx.local_addr().unwrap();
+        let sent = SystemTime::now();
+        tx.send_to(b"first", to).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        tx.send_to(b"second", to).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+
+        let mut batch = RecvBatch::with_arrival_times(4, 64);
+        let read = SystemTime::now();
+        assert_eq!(batch.recv(&rx).unwrap(), 2);
+        let arrived: Vec<SystemTime> = batch.iter().map(|r| r.arrived.unwrap()).collect();
+        // Each stamp lies between the send and the read, the first one 30 ms before the
+        // second: the time a datagram queued is in the stamp (1 ms of slack for the clock's
+        // and the kernel's granularity).
+        let slack = Duration::from_millis(1);
+        assert!(arrived[0] + slack >= sent, "{arrived:?} sent {sent:?}");
+        let waited = read.duration_since(arrived[1]).unwrap();
+        assert!(waited >= Duration::from_millis(29), "{waited:?}");
+        let apart = arrived[1].duration_since(arrived[0]).unwrap();
+        assert!(apart >= Duration::from_millis(29), "{apart:?}");
+    }
+
+    #[test]
+    fn arrival_times_are_absent_unless_both_the_batch_and_the_socket_ask() {
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let stamping = UdpSocket::bind("127.0.0.1:0").unwrap();
+        stamp_arrivals(&stamping).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for (socket, mut batch, stamped) in [
+            (&plain, RecvBatch::with_arrival_times(2, 32), false),
+            (&stamping, RecvBatch::new(2, 32), false),
+            (&stamping, RecvBatch::with_arrival_times(2, 32), true),
+        ] {
+            tx.send_to(b"x", socket.local_addr().unwrap()).unwrap();
+            assert_eq!(recv_all(&mut batch, socket, 1).len(), 1);
+            batch.recv(socket).unwrap_err(); // drained
+            tx.send_to(b"y", socket.local_addr().unwrap()).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            batch.recv(socket).unwrap();
+            let r = batch.iter().next().unwrap();
+            assert_eq!(r.bytes, b"y");
+            assert_eq!(r.arrived.is_some(), stamped);
+        }
     }
 
     #[test]

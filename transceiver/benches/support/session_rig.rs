@@ -300,7 +300,7 @@ impl Call {
     fn deliver(&mut self, now: Instant, bytes: &[u8], to_client: &mut Vec<Vec<u8>>) {
         let binding_request = looks_like_stun(bytes) && server_ufrag(bytes).is_ok();
         self.session
-            .handle_datagram(now, self.path, bytes, binding_request);
+            .handle_datagram(now, now, self.path, bytes, binding_request);
         let mut answered = false;
         self.deadline = self.session.poll(now, &mut |t, _route| {
             answered |= binding_request && is_binding_success(&t.contents);
@@ -344,7 +344,7 @@ impl Call {
         for d in &second.datagrams {
             sent += self.run_until(d.at);
             self.session
-                .handle_datagram(d.at, self.path, &d.bytes, d.binding_request);
+                .handle_datagram(d.at, d.at, self.path, &d.bytes, d.binding_request);
             self.deadline = self.session.poll(d.at, &mut |_, _| sent += 1);
             self.now = d.at;
         }

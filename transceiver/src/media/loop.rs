@@ -40,6 +40,8 @@ use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 use voxgate_proto::bridge::Uplink;
 use voxgate_udp_batch::{RecvBatch, SendBatch};
 
+use crate::media::arrival::ArrivalClock;
+
 use crate::media::audio_bridge::{BridgeError, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
 use crate::media::core_share::CoreShare;
@@ -257,7 +259,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 ids: HashMap::new(),
                 demux: Demux::default(),
                 timers: Timers::default(),
-                recv_batch: Some(RecvBatch::new(BATCH, RECV_BUF)),
+                recv_batch: Some(RecvBatch::with_arrival_times(BATCH, RECV_BUF)),
                 send_batch: SendBatch::new(BATCH, RECV_BUF + MAX_HEADER_LEN, local_addr.is_ipv6()),
                 busy: BusyMeter::new(Instant::now(), loop_busy),
                 core_share: CoreShare::new(Instant::now()),
@@ -353,6 +355,12 @@ fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
+    // The kernel stamps each datagram's arrival: read coalescing lets datagrams wait in the
+    // socket on purpose, and the uplink hand-off is timed from when they arrived, not from
+    // when the loop read them. Without stamps it is timed from the read, which hides the wait.
+    if let Err(e) = voxgate_udp_batch::stamp_arrivals(&socket) {
+        tracing::warn!(%addr, error = %e, "no kernel receive timestamps: uplink hand-off is timed from the read");
+    }
     Ok(socket.into())
 }
 
@@ -486,6 +494,7 @@ impl MediaLoop {
                 Ok(n) => {
                     received += n;
                     let now = Instant::now();
+                    let clock = ArrivalClock::read(now);
                     for r in batch.iter() {
                         self.counters.datagrams_in += 1;
                         self.counters.bytes_in += r.bytes.len() as u64;
@@ -493,7 +502,7 @@ impl MediaLoop {
                             self.counters.drop(DropReason::Oversize);
                             continue;
                         }
-                        self.on_datagram(now, r.from, r.bytes);
+                        self.on_datagram(now, clock.arrival(r.arrived), r.from, r.bytes);
                     }
                     self.flush_sends();
                     let timer_due = self
@@ -549,7 +558,8 @@ impl MediaLoop {
         flush(&mut self.send_batch, &self.socket, &mut self.counters);
     }
 
-    fn on_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+    /// `arrived`: when the kernel queued the datagram (at or before `now`, the read).
+    fn on_datagram(&mut self, now: Instant, arrived: Instant, from: SocketAddr, bytes: &[u8]) {
         // Relay-framed: the header carries the real client address; replies go back through
         // the relay that sent it. Otherwise the client talks to us directly.
         let (path, bytes) = if is_relay_framed(bytes) {
@@ -576,18 +586,18 @@ impl MediaLoop {
         } else {
             (ClientPath::direct_udp(from), bytes)
         };
-        self.on_payload(now, path, bytes);
+        self.on_payload(now, arrived, path, bytes);
     }
 
     /// Routes one client datagram (or TCP frame) arriving on `path` to its session: a binding
     /// request by its server ufrag, anything else by the authenticated client.
-    fn on_payload(&mut self, now: Instant, path: ClientPath, bytes: &[u8]) {
+    fn on_payload(&mut self, now: Instant, arrived: Instant, path: ClientPath, bytes: &[u8]) {
         let source = path.peer();
         if looks_like_stun(bytes) {
             match server_ufrag(bytes) {
                 Ok(ufrag) => match self.demux.by_ufrag(ufrag) {
                     Some(key) => {
-                        self.deliver(now, key, path, bytes, true);
+                        self.deliver(now, arrived, key, path, bytes, true);
                     }
                     None => self.counters.drop(DropReason::StunUnknownUfrag),
                 },
@@ -595,7 +605,7 @@ impl MediaLoop {
                 // send other STUN (e.g. indications) to its session.
                 Err(_) => match self.demux.by_addr(&source) {
                     Some(key) => {
-                        self.deliver(now, key, path, bytes, false);
+                        self.deliver(now, arrived, key, path, bytes, false);
                     }
                     None => self.counters.drop(DropReason::StunMalformed),
                 },
@@ -604,7 +614,7 @@ impl MediaLoop {
         }
         match self.demux.by_addr(&source) {
             Some(key) => {
-                self.deliver(now, key, path, bytes, false);
+                self.deliver(now, arrived, key, path, bytes, false);
             }
             None => self.counters.drop(DropReason::UnknownSource),
         }
@@ -614,6 +624,7 @@ impl MediaLoop {
     fn deliver(
         &mut self,
         now: Instant,
+        arrived: Instant,
         key: SessionKey,
         path: ClientPath,
         bytes: &[u8],
@@ -622,7 +633,7 @@ impl MediaLoop {
         let Some(session) = self.sessions.get_mut(key) else {
             return false;
         };
-        if !session.handle_datagram(now, path, bytes, binding_request) {
+        if !session.handle_datagram(now, arrived, path, bytes, binding_request) {
             self.counters.drop(DropReason::Rejected);
         }
         let probe = binding_request.then_some(path);
@@ -691,7 +702,8 @@ impl MediaLoop {
             self.counters.datagrams_in += 1;
             self.counters.bytes_in += len as u64;
             match state {
-                ConnState::Open => self.on_payload(now, path, &frame[..len]),
+                // A TCP frame's arrival is its read: the stream's bytes carry no stamps.
+                ConnState::Open => self.on_payload(now, now, path, &frame[..len]),
                 ConnState::AwaitingFirstFrame => {
                     if let Err(reason) = self.on_first_tcp_frame(now, path, &frame[..len]) {
                         if let Some(tcp) = self.tcp.as_mut() {
@@ -722,7 +734,7 @@ impl MediaLoop {
             .demux
             .by_ufrag(ufrag)
             .ok_or(TcpCloseReason::UnknownUfrag)?;
-        if !self.deliver(now, key, path, bytes, true) {
+        if !self.deliver(now, now, key, path, bytes, true) {
             return Err(TcpCloseReason::Unauthenticated);
         }
         if let (Some(tcp), Transport::Tcp { conn }) = (self.tcp.as_mut(), path.transport) {

@@ -4,7 +4,8 @@
 //! `Rtc` plus its [`audio_bridge`]), the demux maps ([`demux`]), the loop's own ICE-TCP listener
 //! ([`tcp_server`], framing from `voxgate_proto::rfc4571`), the timer heap ([`timers`]),
 //! the loop's busy meter ([`busy_meter`]), its share of a core under saturation
-//! ([`core_share`]) and its read rhythm under steady traffic ([`read_coalescing`]).
+//! ([`core_share`]), its read rhythm under steady traffic ([`read_coalescing`]) and when a
+//! datagram reached the socket rather than when it was read ([`arrival`]).
 //!
 //! May call: `voxgate_proto` (relay header, STUN USERNAME reader, RFC 4571 framing, bridge
 //! messages), str0m, opus,
@@ -18,6 +19,7 @@
 //! into one `sendmmsg`. Audio leaves for backends through the session's bridge channels
 //! (`try_send`), and backend audio comes back paced by the session's 20 ms tick.
 
+pub mod arrival;
 pub mod audio_bridge;
 pub mod busy_meter;
 pub mod core_share;

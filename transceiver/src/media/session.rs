@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use std::collections::HashMap;
 
+use crate::media::arrival::RtpArrivals;
 use crate::media::audio_bridge::{AudioBridge, BridgeAction, EncoderSettings};
 use crate::media::demux::PeerKey;
 use crate::metrics::BridgeCounters;
@@ -286,6 +287,8 @@ pub struct Session {
     /// str0m's own next deadline, from its last `Output::Timeout`: before it, a timeout
     /// input is work str0m would only find nothing to do in (see `handle_timeout`).
     rtc_due: Instant,
+    /// Socket arrival of the caller's last few RTP packets, for the bridge's hand-off timing.
+    arrivals: RtpArrivals,
     span: tracing::Span,
 }
 
@@ -380,6 +383,7 @@ impl Session {
             counters: SessionCounters::default(),
             scheduled: None,
             rtc_due: now,
+            arrivals: RtpArrivals::default(),
             span,
         };
         Ok((session, answer_sdp))
@@ -446,9 +450,12 @@ impl Session {
     /// Feeds one received datagram to str0m. Returns false if str0m rejected it. Nothing here
     /// changes where replies go: a `binding_request` only lets str0m's answer to it return on
     /// its path (see [`Session::add_client_addr`] for what an answered check changes).
+    /// `arrived` is when it reached the socket (at or before `now`, when it was read): str0m
+    /// runs on `now`, the bridge times its audio from `arrived`.
     pub fn handle_datagram(
         &mut self,
         now: Instant,
+        arrived: Instant,
         from: ClientPath,
         bytes: &[u8],
         binding_request: bool,
@@ -467,6 +474,7 @@ impl Session {
         };
         self.counters.datagrams_in += 1;
         self.counters.bytes_in += bytes.len() as u64;
+        self.arrivals.note(bytes, arrived);
         if let Err(e) = self.rtc.handle_input(Input::Receive(now, receive)) {
             tracing::debug!(parent: &self.span, error = %e, "str0m rejected input");
             return false;
@@ -577,7 +585,9 @@ impl Session {
                 self.counters.audio_packets_in += 1;
                 let seq = **d.seq_range.end();
                 let ts = d.time.numer() as u32;
-                self.bridge.on_audio_packet(d.network_time, seq, ts, d.data);
+                // str0m's `network_time` is the loop's read of the packet's batch.
+                let arrival = self.arrivals.of(seq).unwrap_or(d.network_time);
+                self.bridge.on_audio_packet(arrival, seq, ts, d.data);
             }
             Event::Connected if self.state == SessionState::Connecting => {
                 self.state = SessionState::Connected;
