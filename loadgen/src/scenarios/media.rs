@@ -167,7 +167,8 @@ pub fn section(md: &mut String, cost: &[CostPoint]) {
 fn handoff_table(md: &mut String, cost: &[CostPoint]) {
     let _ = writeln!(
         md,
-        "In-transceiver hand-off, the target's own definition: packet arrival at the transceiver's socket → PCM frame \
+        "In-transceiver hand-off, the target's own definition: packet arrival at the transceiver's socket (the kernel's \
+         receive stamp, so the time a packet waited in the socket for the loop is in it) → PCM frame \
          handed to the gRPC stream, from the transceiver's `voxgate_bridge_uplink_handoff_seconds` histogram (summed over \
          its media loops), scraped from its `/metrics` at the start and at the end of the window; the table uses the \
          bucket deltas. Percentiles are **bucket estimates**: linear interpolation inside the histogram bucket that holds \

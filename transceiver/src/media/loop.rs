@@ -41,7 +41,6 @@ use voxgate_proto::bridge::Uplink;
 use voxgate_udp_batch::{RecvBatch, SendBatch};
 
 use crate::media::arrival::ArrivalClock;
-
 use crate::media::audio_bridge::{BridgeError, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
 use crate::media::core_share::CoreShare;
