@@ -59,6 +59,7 @@
 pub mod hint;
 pub mod relay_header;
 pub mod rfc4571;
+pub mod rtp_header;
 pub mod stun_username;
 
 pub use hint::{

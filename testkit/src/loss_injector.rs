@@ -64,17 +64,8 @@ impl LossInjector {
     }
 }
 
-/// Whether `datagram` is RTP (not RTCP), following RFC 7983 and RFC 5761: first byte in
-/// 128..=191 (version 2), and a second byte that is not an RTCP packet type 192..=223 (which, as
-/// marker bit plus payload type, is the range RTP avoids).
-pub fn is_rtp(datagram: &[u8]) -> bool {
-    match datagram {
-        [b0, b1, ..] if datagram.len() >= 12 => {
-            (128..=191).contains(b0) && !(192..=223).contains(b1)
-        }
-        _ => false,
-    }
-}
+/// Whether a datagram is RTP (not RTCP): the classifier lives with the other wire formats.
+pub use voxgate_proto::rtp_header::is_rtp;
 
 #[cfg(test)]
 mod tests {

@@ -15,6 +15,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use voxgate_proto::rtp_header;
+
 /// The longest wait a stamp may claim. A stamp further back than this (or in the future) means
 /// the wall clock stepped between the kernel's stamp and the read; the wait is then capped
 /// (or taken as none) instead of producing an arrival long before the session existed.
@@ -63,18 +65,13 @@ pub struct RtpArrivals {
 }
 
 impl RtpArrivals {
-    /// Notes the arrival of `datagram` if it is RTP (RFC 7983: first byte 128-191, and not
-    /// RTCP, whose packet types 192-223 sit where RTP has its marker bit and payload type). The
-    /// sequence number is in the clear in SRTP, so this needs no decryption.
+    /// Notes the arrival of `datagram` if it is RTP (its sequence number is in the clear in
+    /// SRTP, so this needs no decryption).
     pub fn note(&mut self, datagram: &[u8], arrived: Instant) {
-        let [first, second, hi, lo, ..] = *datagram else {
-            return;
-        };
-        if datagram.len() < 12 || !(128..=191).contains(&first) || (192..=223).contains(&second) {
-            return;
+        if let Some(seq) = rtp_header::sequence_number(datagram) {
+            self.slots[self.next] = Some((seq, arrived));
+            self.next = (self.next + 1) % REMEMBERED;
         }
-        self.slots[self.next] = Some((u16::from_be_bytes([hi, lo]), arrived));
-        self.next = (self.next + 1) % REMEMBERED;
     }
 
     /// When the packet with (the low 16 bits of) sequence number `seq` arrived, if it is among
