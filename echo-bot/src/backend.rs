@@ -281,7 +281,20 @@ impl WorkerLink<'_> {
 
     async fn dispatch(&mut self, channel: &Channel, tx: &mpsc::Sender<WorkerMessage>, d: Dispatch) {
         let Some(slot) = self.bot.slots.try_acquire() else {
-            info!(session_id = %d.session_id, "at capacity: rejecting dispatch");
+            // Another transceiver's session took the last slot, and this transceiver has not
+            // heard yet. Report the load first, on the same ordered stream: the transceiver
+            // then knows there is no room when the reject makes it queue the session again,
+            // instead of offering it straight back and spending its dispatch attempts here.
+            let active = *self.bot.slots.active.borrow();
+            send_work(
+                tx,
+                worker_message::Kind::Load(Load {
+                    active,
+                    capacity: 0,
+                }),
+            )
+            .await;
+            info!(session_id = %d.session_id, active, "at capacity: rejecting dispatch");
             return reject(tx, d.session_id, "at_capacity".to_owned()).await;
         };
         if self.mux.as_ref().is_none_or(Mux::is_closed) {

@@ -223,10 +223,16 @@ fn start_bot(t: &Transceiver, worker_id: &str, capacity: u32) -> Proc {
 
 /// An echo bot started for `t`, not yet registered.
 fn spawn_bot(t: &Transceiver, worker_id: &str, capacity: u32) -> Proc {
+    spawn_bot_for(&[t], worker_id, capacity)
+}
+
+/// An echo bot subscribed to every transceiver of `ts`, its `capacity` shared by all of them.
+fn spawn_bot_for(ts: &[&Transceiver], worker_id: &str, capacity: u32) -> Proc {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let transceivers: Vec<&str> = ts.iter().map(|t| t.grpc.as_str()).collect();
     Proc::spawn(
         Command::new(env!("CARGO_BIN_EXE_echo-bot"))
-            .args(["--transceiver", &t.grpc])
+            .args(["--transceiver", &transceivers.join(",")])
             .args(["--worker-id", worker_id])
             .args(["--capacity", &capacity.to_string()])
             .args(["--silence-ms", "400"])
@@ -466,6 +472,89 @@ fn a_call_ends_with_its_stream_and_the_bot_serves_the_next_transceiver_on_a_new_
     talks_and_hears(&mut fleet, i, &bot);
     let log = bot.output();
     assert_eq!(log.matches("multiplex stream open").count(), 2, "{log}");
+}
+
+/// The bot's slots are shared by every transceiver it serves, and each transceiver learns of
+/// the others' sessions only from the bot's load reports. With the bot frozen, two
+/// transceivers each offer it a caller while it has one slot: on waking it takes one and
+/// declines the other (`at_capacity`), reporting its load first, so that transceiver queues
+/// the caller instead of offering it straight back. When the first call ends, the slot comes
+/// back and the queued caller is offered again (attempt 2) and served.
+#[test]
+fn a_dispatch_past_capacity_is_declined_and_the_caller_is_served_when_a_slot_frees() {
+    // Offers must outlast the freeze on a busy machine.
+    let slow_attach = ["--attach-timeout-secs", "30"];
+    let ts = [
+        start_transceiver_with("capacity-a", &slow_attach),
+        start_transceiver_with("capacity-b", &slow_attach),
+    ];
+    let bot = spawn_bot_for(&[&ts[0], &ts[1]], "e2e-capacity", 1);
+    let both_registered = wait_until(Duration::from_secs(10), || {
+        bot.output().matches("registered").count() >= 2
+    });
+    assert!(both_registered, "{}", bot.output());
+
+    bot.signal(SIGSTOP);
+    let mut fleet = Fleet::new().expect("fleet");
+    let callers: Vec<usize> = ts
+        .iter()
+        .map(|t| {
+            fleet
+                .open(caller(&t.base_url, 600.0, Duration::ZERO))
+                .expect("open session")
+        })
+        .collect();
+    let connected = fleet.run_until(Instant::now() + Duration::from_secs(10), |f| {
+        callers.iter().all(|&i| f.session(i).is_connected())
+    });
+    let dispatched = |t: &Transceiver| {
+        metric_sum(
+            &http_get(&t.base_url, "/metrics"),
+            "voxgate_dispatches_total",
+        ) >= 1.0
+    };
+    let both_offered = wait_until(Duration::from_secs(10), || ts.iter().all(dispatched));
+    bot.signal(SIGCONT);
+    assert!(connected && both_offered, "{}", bot.output());
+
+    let one_each = wait_until(Duration::from_secs(10), || {
+        let log = bot.output();
+        log.contains("session attached") && log.contains("at capacity: rejecting dispatch")
+    });
+    assert!(one_each, "bot:\n{}", bot.output());
+    // Which transceiver's offer the bot read first is up to the scheduler.
+    let declined = ts
+        .iter()
+        .position(|t| t.proc.output().contains("worker declined session"))
+        .expect("a transceiver heard the decline");
+    let served = 1 - declined;
+    // The decline came after the load report: the caller waits in the queue, not re-offered.
+    fleet.run_for(Duration::from_millis(500));
+    let log = bot.output();
+    assert_eq!(
+        log.matches("at capacity: rejecting dispatch").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(log.matches("session attached").count(), 1, "{log}");
+
+    talks_and_hears(&mut fleet, callers[served], &bot);
+    let handed_on = fleet.run_until(Instant::now() + Duration::from_secs(10), |_| {
+        bot.output().contains("session attached attempt=2")
+    });
+    assert!(
+        handed_on,
+        "bot:\n{}\ntransceiver:\n{}",
+        bot.output(),
+        ts[declined].proc.output()
+    );
+    talks_and_hears(&mut fleet, callers[declined], &bot);
+    let log = bot.output();
+    assert_eq!(
+        log.matches("at capacity: rejecting dispatch").count(),
+        1,
+        "{log}"
+    );
 }
 
 fn wait_until(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {

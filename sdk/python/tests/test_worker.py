@@ -14,6 +14,7 @@ from voxgate_harness.audio import dominant_hz, rms, tone
 from voxgate_harness.transceiver import Transceiver, free_tcp_port
 
 import voxgate
+from voxgate._proto import voxgate_pb2 as pb
 
 RATE = 16_000
 TIMEOUT = 20.0
@@ -350,6 +351,33 @@ async def test_worker_stream_survives_load_reports_from_many_tasks_at_once(trans
             asyncio.gather(*(worker._report_load() for _ in range(200))), TIMEOUT)
         await asyncio.sleep(0.2)
         assert link.stream is stream and not stream.done() and link.registered.is_set()
+
+
+async def test_a_worker_at_capacity_reports_its_load_before_it_declines(transceiver, token):
+    # A worker serving several transceivers can be offered a call by one after another's call
+    # took its last place, before the load report about that reached the first. Its decline
+    # must follow a load report on the same stream, or the transceiver offers the session
+    # straight back and spends its dispatch attempts on a full worker (the echo bot's e2e test
+    # `a_dispatch_past_capacity_is_declined_...` shows that bounce between two transceivers).
+    async with voxgate.Worker(transceiver.grpc_target, token=token, capacity=1) as worker:
+        await worker.wait_registered(TIMEOUT)
+        link = worker._links[0]
+        sent = []
+        write = link.writer.write
+
+        async def recording(msg):
+            sent.append(msg)
+            await write(msg)
+
+        link.writer.write = recording
+        worker._active.add(object())  # the place another transceiver's call took
+        await worker._on_dispatch(link, pb.Dispatch(session_id="42", attempt=1))
+        worker._active.clear()
+        assert [m.WhichOneof("kind") for m in sent] == ["load", "reject"]
+        assert sent[0].load.active == 1
+        assert sent[1].reject.session_id == "42" and sent[1].reject.reason == "at_capacity"
+        await asyncio.sleep(0.2)
+        assert not link.stream.done() and link.registered.is_set()
 
 
 async def test_a_write_that_fails_on_this_side_hands_the_call_back_to_be_dispatched_again(

@@ -261,6 +261,12 @@ class Worker:
     async def _on_dispatch(self, link: _Link, dispatch: pb.Dispatch) -> None:
         if len(self._active) >= self.capacity or self._closed:
             log.info("%s: at capacity (%d), rejecting", dispatch.session_id, self.capacity)
+            # A call from another transceiver took the last place and this one may not have
+            # heard yet: say so first, on the same stream, so the reject queues the session
+            # there instead of having it offered straight back (each offer spends an attempt).
+            # A closing worker reports itself full.
+            active = max(len(self._active), self.capacity)
+            await self._send(link, pb.WorkerMessage(load=pb.Load(active=active)))
             await self._send(link, pb.WorkerMessage(reject=pb.Reject(
                 session_id=dispatch.session_id, reason="at_capacity")))
             return
