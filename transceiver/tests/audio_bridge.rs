@@ -265,6 +265,97 @@ fn the_uplink_hand_off_counts_the_time_a_packet_waited_in_the_socket() {
     );
 }
 
+/// Four callers talking to a one-loop transceiver run with `extra` flags, for two seconds once
+/// all are attached. Returns the growth of the loop's held reads, of the hand-offs over 1 ms
+/// and of all hand-offs, after asserting that every caller's frames reached the backend whole.
+fn four_callers_talk(extra: &[&str]) -> (u64, u64, u64) {
+    let mut args = vec!["--loops", "1"];
+    args.extend_from_slice(extra);
+    let server = ServerProcess::start(&args);
+    let worker = TestWorker::start_over(
+        &server.grpc_url,
+        "w1",
+        4,
+        48_000,
+        voxgate_proto::bridge::AudioMode::Pcm,
+        Transport::Multiplex,
+    );
+    let mut fleet = Fleet::new().unwrap();
+    for k in 0..4 {
+        let tone = 300.0 + 100.0 * k as f32;
+        fleet
+            .open(client(&server, tone, Duration::from_secs(30)))
+            .unwrap();
+    }
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
+        worker.attached().len() == 4
+    }));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+    // Callers 5 ms apart, as independent callers would be: a datagram every 5 ms.
+    let t0 = Instant::now() + Duration::from_millis(20);
+    for k in 0..4 {
+        let at = t0 + Duration::from_millis(5 * k as u64);
+        fleet
+            .session_mut(k)
+            .start_audio(at, Duration::from_secs(30));
+    }
+    fleet.run_for(Duration::from_millis(300));
+    let counts = |server: &ServerProcess| {
+        let text = http_get(&server.url("/metrics"), None).body;
+        let bucket = |le: &str| {
+            metric_sum(
+                &text,
+                "voxgate_bridge_uplink_handoff_seconds_bucket",
+                &[&format!("le=\"{le}\"")],
+            )
+        };
+        let all = bucket("+Inf");
+        let holds = metric_sum(&text, "voxgate_loop_read_holds_total", &[]);
+        (holds, all - bucket("0.001"), all)
+    };
+    let ids: Vec<String> = (0..4).map(|i| fleet.report(i).session_id).collect();
+    let frames_before: Vec<usize> = ids
+        .iter()
+        .map(|id| worker.session(id).unwrap().frames.len())
+        .collect();
+    let before = counts(&server);
+    fleet.run_for(Duration::from_secs(2));
+    let after = counts(&server);
+    for (id, n) in ids.iter().zip(frames_before) {
+        let frames = worker.session(id).unwrap().frames;
+        let new = &frames[n..];
+        assert!(new.len() >= 90, "{id}: {} frames in 2 s", new.len());
+        assert_contiguous(new, id);
+    }
+    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
+}
+
+/// Read coalescing (`--read-window-us`) end to end: four callers' datagrams come closer
+/// together than a 20 ms window, so the loop sleeps out the window (never past a timer) and
+/// reads what queued meanwhile in one batch. Nothing is lost, and the hand-off counts the
+/// time the datagrams waited in the socket.
+#[test]
+fn a_read_window_holds_the_reads_loses_nothing_and_the_hand_off_counts_the_wait() {
+    let (holds, slow, all) = four_callers_talk(&["--read-window-us", "20000"]);
+    assert!(holds >= 20, "{holds} reads held in 2 s");
+    assert!(all >= 360, "{all} hand-offs");
+    assert!(
+        slow * 4 >= all,
+        "{slow} of {all} hand-offs waited over 1 ms behind a 20 ms window"
+    );
+}
+
+/// Read coalescing is off by default: the loop reads every datagram as it wakes it.
+#[test]
+fn by_default_the_loop_never_holds_its_reads() {
+    let (holds, _, all) = four_callers_talk(&[]);
+    assert!(all >= 360, "{all} hand-offs");
+    assert_eq!(holds, 0, "reads held with the default window");
+}
+
 #[test]
 fn downlink_tone_reaches_the_caller_paced_at_20ms() {
     downlink_tone_reaches_the_caller_paced(Transport::Session);

@@ -103,13 +103,14 @@ pub const COST_MODES: &[CostMode] = &[
         multiplex: true,
         baseline_of: None,
     },
-    // The baseline of the read coalescing (issue 12): every datagram read as it wakes the loop.
+    // What read coalescing (off by default) would save: the loop reads its socket at most once
+    // per millisecond under steady traffic.
     CostMode {
-        name: "passthrough-uncoalesced",
+        name: "passthrough-coalesced",
         audio: AudioMode::OpusPassthrough,
         sample_rate: 48_000,
         encoder: EncoderSettings::BENCH,
-        flags: UNCOALESCED,
+        flags: COALESCED,
         multiplex: true,
         baseline_of: Some("passthrough"),
     },
@@ -138,8 +139,8 @@ const SESSION_STREAM_MODES: &[CostMode] = &[
     },
 ];
 
-/// The transceiver flags that turn read coalescing off.
-pub const UNCOALESCED: &[&str] = &["--read-window-us", "0"];
+/// The transceiver flags that turn read coalescing on, at the window that saved CPU.
+pub const COALESCED: &[&str] = &["--read-window-us", "1000"];
 
 /// The cost mode called `name`.
 pub fn cost_mode(name: &str) -> Option<&'static CostMode> {
@@ -553,8 +554,8 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
         "Modes: *pcm* has the backend attach at 48 kHz, *pcm16k* and *pcm24k* at 16 and 24 kHz (their floor is the one \
          at the same rate); *pcm-lowdelay-c0* runs the transceiver with `--opus-application lowdelay --opus-complexity 0`, \
          the cheapest encoder it ships (a backend may also ask for it per call: `Attach.encoder`; no floor was measured \
-         with it); the others run the default encoder. *passthrough-uncoalesced* is passthrough with the transceiver's \
-         read coalescing off (`--read-window-us 0`): every datagram read as it wakes the loop. The backend carries all its \
+         with it); the others run the default encoder. *passthrough-coalesced* is passthrough with the transceiver's \
+         read coalescing on (`--read-window-us 1000`, off by default): the loop reads its socket at most once a millisecond. The backend carries all its \
          sessions on one `Multiplex` stream (a channel each), as the Python SDK does; *passthrough-sessions* and \
          *pcm-sessions* give it a `Session` stream per call instead: the baseline of what the multiplexed stream saves.\n"
     );
@@ -890,7 +891,7 @@ mod tests {
             p("passthrough", 100),
             p("passthrough", 1000),
             p("pcm16k", 100),
-            p("passthrough-uncoalesced", 100),
+            p("passthrough-coalesced", 100),
             p("passthrough-sessions", 100),
             p("passthrough-sessions", 1000),
             p("pcm-sessions", 500),
@@ -904,7 +905,7 @@ mod tests {
             [
                 vec![
                     "passthrough@100",
-                    "passthrough-uncoalesced@100",
+                    "passthrough-coalesced@100",
                     "passthrough-sessions@100"
                 ],
                 vec!["passthrough@1000", "passthrough-sessions@1000"],

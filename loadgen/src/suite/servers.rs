@@ -35,7 +35,7 @@ pub struct TransceiverOpts<'a> {
     pub relay: Option<(SocketAddr, &'a str)>,
     /// Its downlink encoder (`--opus-bitrate`, `--opus-complexity`, `--opus-application`).
     pub encoder: EncoderSettings,
-    /// Further flags, e.g. [`crate::scenarios::cost::UNCOALESCED`].
+    /// Further flags, e.g. [`crate::scenarios::cost::COALESCED`].
     pub flags: &'a [&'a str],
 }
 

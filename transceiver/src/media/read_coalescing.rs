@@ -17,11 +17,14 @@
 //! are not delayed. A pass that left datagrams unread (a flood) does not hold: the loop is
 //! already reading as fast as it can.
 //!
-//! The default window is 250 µs. At 1 ms the hand-off p99 was 1.2-1.8 ms (passthrough, 100 and
-//! 500 sessions), past the 1 ms it must stay within; at 250 µs it was 0.49-0.58 ms. What 1 ms
-//! saved: 16.2 against 18.4 µs of CPU per packet at 400-500 passthrough sessions (medians of
-//! 6 and 3 runs), nothing measurable at 100; 250 µs saved nothing measurable against 0 but
-//! kept the p99 steadier (docs/SESSION_COST.md, "The hand-off counted from the socket").
+//! Off by default (`--read-window-us 0`). At 1 ms the hand-off p99 was 1.2-1.8 ms (passthrough,
+//! 100 and 500 sessions), past the 1 ms it must stay within. What 1 ms saved: 16.2 against
+//! 18.4 µs of CPU per packet at 400-500 passthrough sessions (medians of 6 and 3 runs), and
+//! 0.86 × at 1,000 in a full benchmark run; nothing measurable at 100. Shorter windows saved
+//! nothing: in two sets of 4 alternating pairs at 100 passthrough sessions, 250 µs cost 1.15
+//! and 1.20 × the CPU per packet of no window (medians) and raised the hand-off p99 (medians
+//! 0.49 and 2.06 ms against 0.41 and 0.47 ms; docs/SESSION_COST.md, "The hand-off counted from
+//! the socket" and "Reading the socket inside a timer pass").
 //!
 //! Sans-IO: the loop passes the instants it already reads and does the sleeping.
 
