@@ -190,14 +190,7 @@ impl WorkerLink<'_> {
         .await;
         if active > 0 {
             // Sessions that outlived the previous subscription still count.
-            send_work(
-                &tx,
-                worker_message::Kind::Load(Load {
-                    active,
-                    capacity: 0,
-                }),
-            )
-            .await;
+            report_load(&tx, active).await;
         }
         let mut client = BridgeClient::new(channel.clone());
         let mut commands = tokio::select! {
@@ -221,7 +214,7 @@ impl WorkerLink<'_> {
                 Ok(()) = load.changed() => {
                     let active = *load.borrow_and_update();
                     debug!(active, "load");
-                    send_work(&tx, worker_message::Kind::Load(Load { active, capacity: 0 })).await;
+                    report_load(&tx, active).await;
                 }
                 Some(reject) = self.reject_rx.recv() => {
                     send_work(&tx, worker_message::Kind::Reject(reject)).await;
@@ -241,14 +234,7 @@ impl WorkerLink<'_> {
         commands: &mut Streaming<WorkerCommand>,
     ) -> Result<(), WorkError> {
         let active = self.bot.slots.capacity.max(*self.bot.slots.active.borrow());
-        send_work(
-            tx,
-            worker_message::Kind::Load(Load {
-                active,
-                capacity: 0,
-            }),
-        )
-        .await;
+        report_load(tx, active).await;
         info!(
             sessions = self.sessions.len(),
             "shutting down: handing sessions back"
@@ -286,14 +272,7 @@ impl WorkerLink<'_> {
             // then knows there is no room when the reject makes it queue the session again,
             // instead of offering it straight back and spending its dispatch attempts here.
             let active = *self.bot.slots.active.borrow();
-            send_work(
-                tx,
-                worker_message::Kind::Load(Load {
-                    active,
-                    capacity: 0,
-                }),
-            )
-            .await;
+            report_load(tx, active).await;
             info!(session_id = %d.session_id, active, "at capacity: rejecting dispatch");
             return reject(tx, d.session_id, "at_capacity".to_owned()).await;
         };
@@ -322,6 +301,18 @@ impl WorkerLink<'_> {
         };
         self.sessions.spawn(session.run().instrument(span));
     }
+}
+
+/// Tells the transceiver how many sessions this worker holds (across all transceivers).
+async fn report_load(tx: &mpsc::Sender<WorkerMessage>, active: u32) {
+    send_work(
+        tx,
+        worker_message::Kind::Load(Load {
+            active,
+            capacity: 0,
+        }),
+    )
+    .await;
 }
 
 async fn send_work(tx: &mpsc::Sender<WorkerMessage>, kind: worker_message::Kind) {

@@ -539,21 +539,26 @@ fn a_dispatch_past_capacity_is_declined_and_the_caller_is_served_when_a_slot_fre
     assert_eq!(log.matches("session attached").count(), 1, "{log}");
 
     talks_and_hears(&mut fleet, callers[served], &bot);
-    let handed_on = fleet.run_until(Instant::now() + Duration::from_secs(10), |_| {
-        bot.output().contains("session attached attempt=2")
-    });
-    assert!(
-        handed_on,
-        "bot:\n{}\ntransceiver:\n{}",
-        bot.output(),
-        ts[declined].proc.output()
-    );
+    expect_second_attempt(&mut fleet, &bot, &ts[declined]);
     talks_and_hears(&mut fleet, callers[declined], &bot);
     let log = bot.output();
     assert_eq!(
         log.matches("at capacity: rejecting dispatch").count(),
         1,
         "{log}"
+    );
+}
+
+/// Waits up to 10 s for `bot` to attach a session on its second dispatch (offered by `t`).
+fn expect_second_attempt(fleet: &mut Fleet, bot: &Proc, t: &Transceiver) {
+    let attached = fleet.run_until(Instant::now() + Duration::from_secs(10), |_| {
+        bot.output().contains("session attached attempt=2")
+    });
+    assert!(
+        attached,
+        "bot:\n{}\ntransceiver:\n{}",
+        bot.output(),
+        t.proc.output()
     );
 }
 
@@ -581,15 +586,7 @@ fn sigterm_hands_the_caller_to_another_bot() {
         ok && took < Duration::from_secs(3),
         "exit {ok} after {took:?}"
     );
-    let handed_over = fleet.run_until(Instant::now() + Duration::from_secs(10), |_| {
-        second.output().contains("session attached attempt=2")
-    });
-    assert!(
-        handed_over,
-        "second bot:\n{}\ntransceiver:\n{}",
-        second.output(),
-        t.proc.output()
-    );
+    expect_second_attempt(&mut fleet, &second, &t);
     // The caller, still connected, talks to the new bot.
     talks_and_hears(&mut fleet, i, &second);
 }
