@@ -41,6 +41,17 @@ fn session_index(fleet: &Fleet, id: &str) -> usize {
         .expect("session of this fleet")
 }
 
+/// Waits until `worker` has attached `n` sessions and every caller of `fleet` is connected.
+fn attached_and_connected(fleet: &mut Fleet, worker: &TestWorker, n: usize) {
+    assert!(drive_until(fleet, Duration::from_secs(10), || {
+        worker.attached().len() == n
+    }));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .all_connected())
+    );
+}
+
 /// One caller on a one-loop transceiver, owned by one backend worker, connected and attached.
 struct OneCall {
     server: ServerProcess,
@@ -77,13 +88,7 @@ fn one_call_over(
 fn call_to(server: ServerProcess, worker: TestWorker, cfg: SessionConfig) -> OneCall {
     let mut fleet = Fleet::new().unwrap();
     let i = fleet.open(cfg).unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
-        worker.attached().len() == 1
-    }));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .all_connected())
-    );
+    attached_and_connected(&mut fleet, &worker, 1);
     let id = fleet.report(i).session_id;
     OneCall {
         server,
@@ -287,13 +292,7 @@ fn four_callers_talk(extra: &[&str]) -> (u64, u64) {
             .open(client(&server, tone, Duration::from_secs(30)))
             .unwrap();
     }
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
-        worker.attached().len() == 4
-    }));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .all_connected())
-    );
+    attached_and_connected(&mut fleet, &worker, 4);
     // Callers 5 ms apart, as independent callers would be: a datagram every 5 ms.
     let t0 = Instant::now() + Duration::from_millis(20);
     for k in 0..4 {
@@ -780,13 +779,7 @@ fn opus_passthrough_carries_raw_opus_both_ways_over(transport: Transport) {
     let i = fleet
         .open(client(&server, 550.0, Duration::from_secs(30)))
         .unwrap();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || {
-        worker.attached().len() == 1
-    }));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .all_connected())
-    );
+    attached_and_connected(&mut fleet, &worker, 1);
     fleet.run_for(Duration::from_secs(2));
     let id = fleet.report(i).session_id;
     // Uplink: the caller's own Opus packets, which decode to its tone.
