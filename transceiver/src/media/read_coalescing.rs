@@ -24,7 +24,7 @@
 //! nothing: in two sets of 4 alternating pairs at 100 passthrough sessions, 250 µs cost 1.15
 //! and 1.20 × the CPU per packet of no window (medians) and raised the hand-off p99 (medians
 //! 0.49 and 2.06 ms against 0.41 and 0.47 ms; docs/SESSION_COST.md, "The hand-off counted from
-//! the socket" and "Reading the socket inside a timer pass").
+//! the socket" and "No read window by default").
 //!
 //! Sans-IO: the loop passes the instants it already reads and does the sleeping.
 
