@@ -61,6 +61,48 @@ pub fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The cores process `pid` may run on (`sched_getaffinity`); `None` if it cannot be read.
+pub fn allowed_cores(pid: u32) -> Option<Vec<usize>> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return None;
+    }
+    let cores: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `c` is below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    (!cores.is_empty()).then_some(cores)
+}
+
+/// Time the hypervisor ran something else while `cores` wanted to run ("steal" in
+/// `/proc/stat`), summed over them: a guest cannot see why a wakeup was late, but it can see
+/// this. Zero on bare metal.
+pub fn steal_time(cores: &[usize]) -> io::Result<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let ticks = parse_steal_ticks(&stat, cores).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidData, "no steal column in /proc/stat")
+    })?;
+    Ok(ticks_to_duration(ticks))
+}
+
+/// The steal column (the 8th number of a `cpuN` line) summed over `cores`; `None` if a core
+/// has no line or the line has no steal column (kernels before 2.6.11).
+pub fn parse_steal_ticks(stat: &str, cores: &[usize]) -> Option<u64> {
+    cores.iter().try_fold(0u64, |sum, core| {
+        let name = format!("cpu{core}");
+        let line = stat
+            .lines()
+            .find(|l| l.split_ascii_whitespace().next() == Some(name.as_str()))?;
+        let steal: u64 = line.split_ascii_whitespace().nth(8)?.parse().ok()?;
+        Some(sum + steal)
+    })
+}
+
 fn ticks_to_duration(ticks: u64) -> Duration {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -186,6 +228,19 @@ mod tests {
     }
 
     #[test]
+    fn steal_is_the_eighth_number_of_each_core_line() {
+        let stat = "cpu  2992030 4043 654506 3461165 122253 0 157165 99831 0 0\n\
+                    cpu0 1553018 1918 296211 1740346 35083 0 87967 37726 0 0\n\
+                    cpu1 1439012 2124 358295 1720819 87169 0 69197 62104 0 0\n\
+                    intr 1 2 3\n";
+        assert_eq!(parse_steal_ticks(stat, &[0]), Some(37726));
+        assert_eq!(parse_steal_ticks(stat, &[0, 1]), Some(37726 + 62104));
+        // `cpu` (all cores) is not `cpu0`'s prefix match; a missing core is no figure.
+        assert_eq!(parse_steal_ticks(stat, &[2]), None);
+        assert_eq!(parse_steal_ticks("cpu0 1 2 3 4\n", &[0]), None);
+    }
+
+    #[test]
     fn status_values_are_read_in_kib() {
         let status = "Name:\ttransceiver\nVmPeak:\t  999 kB\nVmRSS:\t   12345 kB\n";
         assert_eq!(parse_status_kib(status, "VmRSS:"), Some(12345));
@@ -213,5 +268,8 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(cpu_time(pid).is_ok());
+        let cores = allowed_cores(pid).expect("own affinity");
+        assert!(!cores.is_empty());
+        assert!(steal_time(&cores).is_ok());
     }
 }

@@ -195,23 +195,28 @@ fn no_regression(md: &mut String, r: &SuiteResults) {
         num(kib, 1),
         at_most(kib, 100.0, "KiB")
     );
-    // The worst in-transceiver hand-off p99 (median over repetitions) of the PCM points
-    // below capacity.
+    // The worst in-transceiver hand-off p99 (median over repetitions) of the points below
+    // capacity, in the shipped read settings: `passthrough-coalesced` holds its reads up to
+    // 1 ms on purpose (the opt-in `--read-window-us 1000`), so its p99 is above 1 ms by design
+    // and measures the option, not a regression. Its losses still count below.
     let below: Vec<&CostPoint> = r.cost.iter().filter(|p| below_capacity(p)).collect();
-    let handoff = below
+    let worst = below
         .iter()
+        .filter(|p| !holds_reads_on_purpose(p))
         .filter_map(|p| {
             let runs: Vec<f64> = p
                 .runs
                 .iter()
                 .filter_map(|x| x.transceiver_handoff.as_ref().map(|h| h.p99_us / 1e3))
                 .collect();
-            crate::stats::median(&runs)
+            crate::stats::median(&runs).map(|v| (v, p))
         })
-        .max_by(f64::total_cmp);
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let handoff = worst.map(|(v, _)| v);
+    let at = worst.map_or(String::new(), |(_, p)| worst_point(p));
     let _ = writeln!(
         md,
-        "| 7. in-transceiver hand-off p99 ≤ 1 ms (worst point below capacity) | {} ms | {} |",
+        "| 7. in-transceiver hand-off p99 ≤ 1 ms (worst point below capacity; read window off, the default) | {} ms{at} | {} |",
         num(handoff, 3),
         at_most(handoff, 1.0, "ms")
     );
@@ -245,6 +250,38 @@ fn no_regression(md: &mut String, r: &SuiteResults) {
 
 /// A cost point whose every run stayed under 0.9 of a core and admitted every session: the
 /// loop was not saturated, so a loss there would be a fault, not capacity.
+/// Which point the worst hand-off p99 came from, each run's p99, and how much of the server's
+/// cores the hypervisor took in each run: a late wakeup the guest cannot help shows there.
+fn worst_point(p: &CostPoint) -> String {
+    let list = |f: &dyn Fn(&LoadResult) -> Option<String>| {
+        p.runs
+            .iter()
+            .map(|x| f(x).unwrap_or_else(|| "–".into()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let p99s = list(&|x| {
+        x.transceiver_handoff
+            .as_ref()
+            .map(|h| format!("{:.2}", h.p99_us / 1e3))
+    });
+    let steal = if p.runs.iter().any(|x| x.server_steal_fraction.is_some()) {
+        let each = list(&|x| x.server_steal_fraction.map(|f| format!("{:.1}", 100.0 * f)));
+        format!("; hypervisor steal of the server's core {each} %")
+    } else {
+        String::new()
+    };
+    format!(
+        " ({}, {} sessions; runs' p99 {p99s} ms{steal})",
+        p.mode, p.sessions
+    )
+}
+
+/// Whether `p` ran with a read window, which lets datagrams wait in the socket by design.
+fn holds_reads_on_purpose(p: &CostPoint) -> bool {
+    cost::cost_mode(&p.mode).is_some_and(|m| m.flags.contains(&"--read-window-us"))
+}
+
 fn below_capacity(p: &CostPoint) -> bool {
     !p.runs.is_empty()
         && p.runs.iter().all(|x| {
@@ -258,5 +295,84 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prom_hist::HandoffLatency;
+    use crate::session_load::ServerUsage;
+
+    /// A run below capacity (a quarter of a core, nobody refused) with hand-off p99 `p99_ms`.
+    fn run(p99_ms: f64, steal: Option<f64>) -> LoadResult {
+        LoadResult {
+            server: Some(ServerUsage {
+                cores: 0.25,
+                ..Default::default()
+            }),
+            transceiver_handoff: Some(HandoffLatency {
+                p99_us: p99_ms * 1e3,
+                ..Default::default()
+            }),
+            server_steal_fraction: steal,
+            ..Default::default()
+        }
+    }
+
+    fn point(mode: &str, runs: Vec<LoadResult>) -> CostPoint {
+        CostPoint {
+            mode: mode.into(),
+            sessions: 100,
+            runs,
+        }
+    }
+
+    fn handoff_row(r: &SuiteResults) -> String {
+        let mut md = String::new();
+        no_regression(&mut md, r);
+        md.lines()
+            .find(|l| l.contains("hand-off p99"))
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn the_hand_off_target_names_its_worst_point_and_leaves_out_the_opt_in_read_window() {
+        let r = SuiteResults {
+            cost: vec![
+                point("pcm", vec![run(0.7, Some(0.0)), run(0.8, Some(0.0))]),
+                point(
+                    "pcm16k",
+                    vec![
+                        run(0.73, Some(0.001)),
+                        run(1.43, Some(0.005)),
+                        run(6.06, None),
+                    ],
+                ),
+                // Holds its reads up to 1 ms by design: not the default's regression.
+                point("passthrough-coalesced", vec![run(1.9, None); 3]),
+            ],
+            ..Default::default()
+        };
+        let row = handoff_row(&r);
+        assert!(row.contains("| 1.430 ms (pcm16k, 100 sessions;"), "{row}");
+        assert!(row.contains("runs' p99 0.73, 1.43, 6.06 ms"), "{row}");
+        assert!(row.contains("server's core 0.1, 0.5, – %"), "{row}");
+        assert!(row.contains("**missed**"), "{row}");
+
+        let only_window = SuiteResults {
+            cost: vec![
+                point("pcm", vec![run(0.7, None)]),
+                point("passthrough-coalesced", vec![run(1.9, None)]),
+            ],
+            ..Default::default()
+        };
+        let row = handoff_row(&only_window);
+        assert!(
+            row.contains("| 0.700 ms (pcm, 100 sessions; runs' p99 0.70 ms) |"),
+            "{row}"
+        );
+        assert!(row.contains("**met**"), "{row}");
     }
 }

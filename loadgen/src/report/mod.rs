@@ -178,6 +178,7 @@ mod tests {
                 mean_us: 40.0,
                 loops: 1,
             }),
+            server_steal_fraction: Some(0.012),
             ..Default::default()
         };
         let r = SuiteResults {
@@ -199,7 +200,7 @@ mod tests {
         assert!(row.contains("20.00 ms"), "{row}");
         assert!(row.contains("**met**"), "{row}");
         assert!(md.contains(
-            "| 500 | 1,000 | 0.040 | 0.030 | ≤ 0.050 | 0.200 | ≤ 0.250 | 3.000 / 20.000 |"
+            "| 500 | 1,000 | 0.040 | 0.030 | ≤ 0.050 | 0.200 | ≤ 0.250 | 1.2 | 3.000 / 20.000 |"
         ));
         // Admission held the run at 217 sessions: the verdict says so rather than "met at 500".
         let mut held = r.clone();

@@ -173,13 +173,15 @@ fn handoff_table(md: &mut String, cost: &[CostPoint]) {
          its media loops), scraped from its `/metrics` at the start and at the end of the window; the table uses the \
          bucket deltas. Percentiles are **bucket estimates**: linear interpolation inside the histogram bucket that holds \
          the rank; the bucket's upper bound is given next to each (the true percentile lies in that bucket, `>` is the \
-         open-ended last bucket). The backend-side columns repeat the table above for comparison.\n"
+         open-ended last bucket). The backend-side columns repeat the table above for comparison. *Steal* is the share \
+         of the server's core the hypervisor ran something else on while the server wanted it (`/proc/stat`, median of \
+         the runs): a wakeup that came late for that reason is in the hand-off too.\n"
     );
     let _ = writeln!(
         md,
-        "| sessions | frames observed | mean ms | p50 ms (estimate) | p50 bucket ms | p99 ms (estimate) | p99 bucket ms | backend-side p50 / p99 ms |"
+        "| sessions | frames observed | mean ms | p50 ms (estimate) | p50 bucket ms | p99 ms (estimate) | p99 bucket ms | steal % | backend-side p50 / p99 ms |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
     for p in pcm(cost) {
         let runs = &p.runs;
         let backend = format!(
@@ -190,14 +192,14 @@ fn handoff_table(md: &mut String, cost: &[CostPoint]) {
         if handoffs(runs).is_empty() {
             let _ = writeln!(
                 md,
-                "| {} | not measured | – | – | – | – | – | {backend} |",
+                "| {} | not measured | – | – | – | – | – | – | {backend} |",
                 p.sessions
             );
             continue;
         }
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {backend} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {backend} |",
             p.sessions,
             thousands(handoff_med(runs, |h| h.count as f64)),
             num(handoff_med(runs, |h| h.mean_us / 1e3), 3),
@@ -205,8 +207,18 @@ fn handoff_table(md: &mut String, cost: &[CostPoint]) {
             handoff_bucket(runs, |h| h.p50_bucket_le_us),
             handoff_value(runs, |h| h.p99_us, |h| h.p99_bucket_le_us),
             handoff_bucket(runs, |h| h.p99_bucket_le_us),
+            num(steal_percent(runs), 1),
         );
     }
+}
+
+/// Median over the runs that measured it of the server cores' steal, in %.
+fn steal_percent(runs: &[LoadResult]) -> Option<f64> {
+    let v: Vec<f64> = runs
+        .iter()
+        .filter_map(|x| x.server_steal_fraction.map(|f| 100.0 * f))
+        .collect();
+    median(&v)
 }
 
 /// Why the media latency target was missed, if it was, at the first PCM point of 500

@@ -94,6 +94,8 @@ pub struct Driver<'a> {
     metrics: Option<(reqwest::blocking::Client, &'a str)>,
     handoff_start: Option<prom_hist::Histogram>,
     wakeups_start: Option<f64>,
+    /// The server's cores and their steal time when the window opened.
+    steal_start: Option<(Vec<usize>, Duration)>,
     ramp_cpu0: (Option<Duration>, Option<Duration>),
 }
 
@@ -135,6 +137,7 @@ impl<'a> Driver<'a> {
             metrics,
             handoff_start: None,
             wakeups_start: None,
+            steal_start: None,
             ramp_cpu0,
         }
     }
@@ -349,6 +352,11 @@ impl<'a> Driver<'a> {
         }
         let (cpu, rss, own) = self.read_usage();
         (self.handoff_start, self.wakeups_start) = self.scrape_loop_metrics();
+        self.steal_start = self.cfg.server_pid.and_then(|p| {
+            let cores = proc_stat::allowed_cores(p)?;
+            let steal = proc_stat::steal_time(&cores).ok()?;
+            Some((cores, steal))
+        });
         self.window_start = Some(self.mark(cpu, rss, own));
     }
 
@@ -362,6 +370,16 @@ impl<'a> Driver<'a> {
         }
         if let (Some(a), Some(b)) = (self.wakeups_start, wakeups) {
             self.result.server_loop_wakeups_window = Some((b - a).max(0.0) as u64);
+        }
+        if let (Some((cores, a)), Some(start), Some(end)) =
+            (&self.steal_start, &self.window_start, &self.window_end)
+        {
+            if let Ok(b) = proc_stat::steal_time(cores) {
+                let secs = end.at.duration_since(start.at).as_secs_f64();
+                let core_secs = secs * cores.len() as f64;
+                self.result.server_steal_fraction =
+                    Some(b.saturating_sub(*a).as_secs_f64() / core_secs.max(1e-3));
+            }
         }
         self.result.server_offer_answer = self.scrape_offer_answer();
         if let Some(b) = &self.backend {

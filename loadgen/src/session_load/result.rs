@@ -119,6 +119,11 @@ pub struct LoadResult {
     /// Times the transceiver's media loops woke from `poll` in the window (its
     /// `voxgate_loop_wakeups_total`); `None` without a metrics URL.
     pub server_loop_wakeups_window: Option<u64>,
+    /// Share of the server's cores' time in the window that the hypervisor gave to someone
+    /// else ("steal" in `/proc/stat`, over the cores the server may run on): a wakeup of the
+    /// server that came late because its vCPU was not running. `None` where it cannot be read.
+    #[serde(default)]
+    pub server_steal_fraction: Option<f64>,
     /// The transceiver's own time to answer each offer of the run, validated body → answer
     /// (`voxgate_offer_seconds{stage="answer"}`; bucket estimates). Beside the client's
     /// POST → answer it tells server time from client and network queueing.
