@@ -103,6 +103,38 @@ pub fn parse_steal_ticks(stat: &str, cores: &[usize]) -> Option<u64> {
     })
 }
 
+/// UDP datagrams the kernel dropped for a full receive buffer, IPv4 and IPv6, machine-wide
+/// (this network namespace).
+pub fn udp_rcvbuf_errors() -> io::Result<u64> {
+    let v4 = std::fs::read_to_string("/proc/net/snmp")?;
+    let v4 = parse_snmp_udp(&v4, "RcvbufErrors")
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Udp RcvbufErrors"))?;
+    // No IPv6 in the kernel: no snmp6, nothing dropped there.
+    let v6 = std::fs::read_to_string("/proc/net/snmp6")
+        .ok()
+        .and_then(|t| parse_snmp6(&t, "Udp6RcvbufErrors"))
+        .unwrap_or(0);
+    Ok(v4 + v6)
+}
+
+/// `field` of the `Udp:` table of `/proc/net/snmp` (a header line of names, then a line of
+/// values).
+pub fn parse_snmp_udp(text: &str, field: &str) -> Option<u64> {
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
+    let names = udp.next()?;
+    let values = udp.next()?;
+    let at = names.split_ascii_whitespace().position(|n| n == field)?;
+    values.split_ascii_whitespace().nth(at)?.parse().ok()
+}
+
+/// `field` of `/proc/net/snmp6` (one `name value` pair per line).
+pub fn parse_snmp6(text: &str, field: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut it = l.split_ascii_whitespace();
+        (it.next()? == field).then(|| it.next()?.parse().ok())?
+    })
+}
+
 fn ticks_to_duration(ticks: u64) -> Duration {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -238,6 +270,21 @@ mod tests {
         // `cpu` (all cores) is not `cpu0`'s prefix match; a missing core is no figure.
         assert_eq!(parse_steal_ticks(stat, &[2]), None);
         assert_eq!(parse_steal_ticks("cpu0 1 2 3 4\n", &[0]), None);
+    }
+
+    #[test]
+    fn udp_receive_buffer_errors_are_read_by_column_name() {
+        let snmp = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    Udp: 443149136 116124 10722637 454058206 10722600 0\n\
+                    UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    UdpLite: 0 0 0 0 7 0\n";
+        assert_eq!(parse_snmp_udp(snmp, "RcvbufErrors"), Some(10_722_600));
+        assert_eq!(parse_snmp_udp(snmp, "NoSuchColumn"), None);
+        assert_eq!(parse_snmp_udp("Udp: RcvbufErrors\n", "RcvbufErrors"), None);
+        let snmp6 = "Udp6InDatagrams                 \t12\nUdp6RcvbufErrors                \t3\n";
+        assert_eq!(parse_snmp6(snmp6, "Udp6RcvbufErrors"), Some(3));
+        assert_eq!(parse_snmp6(snmp6, "Udp6SndbufErrors"), None);
+        assert!(udp_rcvbuf_errors().is_ok());
     }
 
     #[test]

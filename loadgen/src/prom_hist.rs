@@ -17,6 +17,12 @@ pub const HANDOFF_METRIC: &str = "voxgate_bridge_uplink_handoff_seconds";
 pub const OFFER_METRIC: &str = "voxgate_offer_seconds";
 /// Times the transceiver's media loops woke from `poll` (summed over loops).
 pub const WAKEUPS_METRIC: &str = "voxgate_loop_wakeups_total";
+/// Uplink messages refused by a backend stream's full queue.
+pub const UPLINK_DROPPED_METRIC: &str = "voxgate_bridge_uplink_dropped_total";
+/// Datagrams a media loop dropped before a session, by reason.
+pub const LOOP_DROPPED_METRIC: &str = "voxgate_dropped_datagrams_total";
+/// Sends that failed.
+pub const SEND_ERRORS_METRIC: &str = "voxgate_send_errors_total";
 
 /// One histogram summed over all its series (e.g. over the `loop` label).
 #[derive(Debug, Clone, Default, PartialEq)]

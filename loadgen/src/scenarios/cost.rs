@@ -573,7 +573,57 @@ pub fn section(md: &mut String, cost: &[CostPoint], floors: &[CodecFloor], plan:
          was handed the audio but did not play it out at one frame per 20 ms. The floor ratio counts only the frames \
          actually handled in the window (uplink packets sent decoded, downlink packets received encoded).\n"
     );
+    lost_packets_note(md, cost);
     let _ = writeln!(md, "![CPU per session](cpu_per_session.svg)\n");
+}
+
+/// For every run that lost audio the load generator did send: how much, and what the
+/// transceiver's and the kernel's drop counters said over the same window.
+fn lost_packets_note(md: &mut String, cost: &[CostPoint]) {
+    let mut lines = Vec::new();
+    for p in cost {
+        for (i, x) in p.runs.iter().enumerate() {
+            let up = x.loss.uplink_lost.saturating_sub(x.loadgen_frames_skipped);
+            let down = x.loss.downlink_lost;
+            if up == 0 && down == 0 {
+                continue;
+            }
+            let count =
+                |v: Option<u64>| v.map_or("not read".to_string(), |v| thousands(Some(v as f64)));
+            let drops = x.window_drops.as_ref().map_or_else(
+                || "no drop counters were recorded".to_string(),
+                |d| {
+                    format!(
+                        "in the window the transceiver dropped {} uplink messages at a full backend queue, {} datagrams in its loops \
+                         and failed {} sends; the kernel counted {} UDP receive-buffer overflows (machine-wide)",
+                        count(d.bridge_uplink),
+                        count(d.loop_datagrams),
+                        count(d.send_errors),
+                        count(d.kernel_rcvbuf)
+                    )
+                },
+            );
+            lines.push(format!(
+                "- {}, {} sessions, run {}: {} uplink and {} downlink packets lost ({} and {} of {} sessions); {drops}.",
+                p.mode,
+                p.sessions,
+                i + 1,
+                thousands(Some(up as f64)),
+                thousands(Some(down as f64)),
+                x.loss.sessions_with_uplink_loss,
+                x.loss.sessions_with_downlink_loss,
+                x.loss.sessions
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "Runs that lost packets, and where:\n");
+    for l in lines {
+        let _ = writeln!(md, "{l}");
+    }
+    md.push('\n');
 }
 
 /// The median over runs of a percentile of the backend's uplink latency, in ms (runs without
@@ -936,5 +986,53 @@ mod tests {
         ];
         assert!((profile_share(&top, &["silk"]) - 30.0).abs() < 1e-9);
         assert!((profile_share(&top, &["[kernel"]) - 10.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_run_that_lost_packets_says_where_they_went() {
+        let mut lossy = point("passthrough", 1000, 20.0, 555);
+        let run = &mut lossy.runs[0];
+        run.loss.sessions = 555;
+        run.loss.uplink_lost = 15_828;
+        run.loss.sessions_with_uplink_loss = 554;
+        run.window_drops = Some(crate::session_load::WindowDrops {
+            bridge_uplink: Some(0),
+            loop_datagrams: Some(3),
+            send_errors: Some(0),
+            kernel_rcvbuf: Some(15_800),
+        });
+        let mut old = point("pcm", 100, 1.0, 100);
+        old.runs[0].loss.downlink_lost = 7;
+        old.runs[0].loss.sessions = 100;
+        old.runs[0].loss.sessions_with_downlink_loss = 1;
+        let clean = point("pcm", 250, 1.0, 250);
+        let mut md = String::new();
+        lost_packets_note(&mut md, &[lossy, old, clean]);
+        assert!(md.starts_with("Runs that lost packets, and where:"), "{md}");
+        assert!(
+            md.contains("- passthrough, 1000 sessions, run 1: 15,828 uplink and 0 downlink packets lost (554 and 0 of 555 sessions)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("0 uplink messages at a full backend queue, 3 datagrams in its loops"),
+            "{md}"
+        );
+        assert!(
+            md.contains("the kernel counted 15,800 UDP receive-buffer overflows"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- pcm, 100 sessions, run 1: 0 uplink and 7 downlink packets lost"),
+            "{md}"
+        );
+        assert!(
+            md.contains("of 100 sessions); no drop counters were recorded."),
+            "{md}"
+        );
+        assert!(!md.contains("250 sessions"), "{md}");
+
+        let mut none = String::new();
+        lost_packets_note(&mut none, &[point("pcm", 250, 1.0, 250)]);
+        assert!(none.is_empty());
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use voxgate_testkit::Fleet;
 
 use super::config::LoadConfig;
-use super::result::{LoadResult, ProgressSample};
+use super::result::{LoadResult, ProgressSample, WindowDrops};
 use super::signaling::{Arrivals, Outcome};
 use crate::backend::Backend;
 use crate::janus::JanusHandle;
@@ -94,6 +94,8 @@ pub struct Driver<'a> {
     metrics: Option<(reqwest::blocking::Client, &'a str)>,
     handoff_start: Option<prom_hist::Histogram>,
     wakeups_start: Option<f64>,
+    /// The drop counters when the window opened.
+    drops_start: Option<DropCounts>,
     /// The server's cores and their steal time when the window opened.
     steal_start: Option<(Vec<usize>, Duration)>,
     ramp_cpu0: (Option<Duration>, Option<Duration>),
@@ -138,6 +140,7 @@ impl<'a> Driver<'a> {
             handoff_start: None,
             wakeups_start: None,
             steal_start: None,
+            drops_start: None,
             ramp_cpu0,
         }
     }
@@ -298,18 +301,33 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// The hand-off histogram and the loops' wakeup count, from one scrape.
-    fn scrape_loop_metrics(&self) -> (Option<prom_hist::Histogram>, Option<f64>) {
+    /// The hand-off histogram, the loops' wakeup count and the drop counters, from one scrape
+    /// (the kernel's count read beside it).
+    fn scrape_loop_metrics(
+        &self,
+    ) -> (
+        Option<prom_hist::Histogram>,
+        Option<f64>,
+        Option<DropCounts>,
+    ) {
         let Some(text) = self
             .metrics
             .as_ref()
             .and_then(|(http, url)| prom_hist::scrape_text(http, url))
         else {
-            return (None, None);
+            return (None, None, None);
         };
+        let counter = |name| prom_hist::sum(&text, name).map(|v| v.max(0.0) as u64);
+        let drops = DropCounts(WindowDrops {
+            bridge_uplink: counter(prom_hist::UPLINK_DROPPED_METRIC),
+            loop_datagrams: counter(prom_hist::LOOP_DROPPED_METRIC),
+            send_errors: counter(prom_hist::SEND_ERRORS_METRIC),
+            kernel_rcvbuf: proc_stat::udp_rcvbuf_errors().ok(),
+        });
         (
             prom_hist::parse(&text, prom_hist::HANDOFF_METRIC),
             prom_hist::sum(&text, prom_hist::WAKEUPS_METRIC),
+            Some(drops),
         )
     }
 
@@ -351,7 +369,7 @@ impl<'a> Driver<'a> {
             b.set_recording(true);
         }
         let (cpu, rss, own) = self.read_usage();
-        (self.handoff_start, self.wakeups_start) = self.scrape_loop_metrics();
+        (self.handoff_start, self.wakeups_start, self.drops_start) = self.scrape_loop_metrics();
         self.steal_start = self.cfg.server_pid.and_then(|p| {
             let cores = proc_stat::allowed_cores(p)?;
             let steal = proc_stat::steal_time(&cores).ok()?;
@@ -364,7 +382,10 @@ impl<'a> Driver<'a> {
     fn close_window(&mut self) {
         let (cpu, rss, own) = self.read_usage();
         self.window_end = Some(self.mark(cpu, rss, own));
-        let (handoff, wakeups) = self.scrape_loop_metrics();
+        let (handoff, wakeups, drops) = self.scrape_loop_metrics();
+        if let (Some(a), Some(b)) = (&self.drops_start, drops) {
+            self.result.window_drops = Some(b.since(a));
+        }
         if let (Some(a), Some(b)) = (&self.handoff_start, handoff) {
             self.result.transceiver_handoff = Some(prom_hist::HandoffLatency::of(&b.since(a)));
         }
@@ -387,6 +408,25 @@ impl<'a> Driver<'a> {
         }
         for s in &self.slots {
             self.fleet.session_mut(s.fleet_index).stop_audio();
+        }
+    }
+}
+
+/// Drop counters as read at one moment (totals since the server started, and the kernel's
+/// since boot).
+struct DropCounts(WindowDrops);
+
+impl DropCounts {
+    /// What was dropped between `start` and this reading; a counter missing from either is
+    /// `None`.
+    fn since(&self, start: &DropCounts) -> WindowDrops {
+        let d = |b: Option<u64>, a: Option<u64>| Some(b?.saturating_sub(a?));
+        let (a, b) = (&start.0, &self.0);
+        WindowDrops {
+            bridge_uplink: d(b.bridge_uplink, a.bridge_uplink),
+            loop_datagrams: d(b.loop_datagrams, a.loop_datagrams),
+            send_errors: d(b.send_errors, a.send_errors),
+            kernel_rcvbuf: d(b.kernel_rcvbuf, a.kernel_rcvbuf),
         }
     }
 }

@@ -38,7 +38,9 @@ use crate::proc_stat;
 
 pub use config::{LoadConfig, Target};
 use driver::{Driver, Slot};
-pub use result::{LoadResult, ProgressSample, ServerUsage, SetupLatency, SetupSamples};
+pub use result::{
+    LoadResult, ProgressSample, ServerUsage, SetupLatency, SetupSamples, WindowDrops,
+};
 use signaling::Arrivals;
 pub use signaling::{arrival_offsets, session_config};
 

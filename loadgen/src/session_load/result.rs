@@ -57,6 +57,25 @@ pub struct ProgressSample {
     pub backend_fps: f64,
 }
 
+/// What was dropped during the window, and where: the transceiver's own counters and the
+/// kernel's, so that a run which lost packets says at which step they went. `None` for a
+/// counter that could not be read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WindowDrops {
+    /// Uplink messages a backend stream's full queue refused (`voxgate_bridge_uplink_dropped_total`).
+    pub bridge_uplink: Option<u64>,
+    /// Datagrams a media loop dropped before they reached a session
+    /// (`voxgate_dropped_datagrams_total`, every reason).
+    pub loop_datagrams: Option<u64>,
+    /// The transceiver's failed sends (`voxgate_send_errors_total`).
+    pub send_errors: Option<u64>,
+    /// UDP datagrams the kernel dropped because a socket's receive buffer was full,
+    /// machine-wide (`RcvbufErrors` of `/proc/net/snmp` and `snmp6`): a loop that fell behind
+    /// its socket, or a client that fell behind its own.
+    pub kernel_rcvbuf: Option<u64>,
+}
+
 /// Everything a run measured.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -124,6 +143,8 @@ pub struct LoadResult {
     /// server that came late because its vCPU was not running. `None` where it cannot be read.
     #[serde(default)]
     pub server_steal_fraction: Option<f64>,
+    /// Drops counted during the window; `None` without a metrics URL.
+    pub window_drops: Option<WindowDrops>,
     /// The transceiver's own time to answer each offer of the run, validated body → answer
     /// (`voxgate_offer_seconds{stage="answer"}`; bucket estimates). Beside the client's
     /// POST → answer it tells server time from client and network queueing.
