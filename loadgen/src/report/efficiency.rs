@@ -167,8 +167,24 @@ fn setup(md: &mut String, r: &SuiteResults) {
 /// Target 6: relay added one-way latency p50 ≤ 1.2 × the forwarder's.
 fn relay_latency(md: &mut String, r: &SuiteResults) {
     let (added_relay, added_fwd, _) = relay::added_latency(&r.relay);
-    let label = "6. relay added one-way latency p50 ≤ 1.2 × the forwarder's";
-    ratio_row(md, label, (added_relay, added_fwd), 1, 1.2);
+    let of_medians = ratio(added_relay, added_fwd);
+    // Each repetition's own ratio beside the verdict's (the ratio of the medians): on a shared
+    // machine one repetition reads 0.9-1.5 × with the relay unchanged (docs/SESSION_COST.md).
+    let reps = relay::added_latency_per_rep(&r.relay);
+    let each = if reps.len() > 1 {
+        let list: Vec<String> = reps.iter().map(|v| format!("{v:.2}")).collect();
+        format!("; per repetition {} ×", list.join(", "))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        md,
+        "| 6. relay added one-way latency p50 ≤ 1.2 × the forwarder's | {} × ({} µs vs {} µs{each}) | {} |",
+        num(of_medians, 2),
+        num(added_relay, 1),
+        num(added_fwd, 1),
+        at_most(of_medians, 1.2, "×")
+    );
 }
 
 /// A row for "ours ≤ limit × baseline": the ratio, both values in µs, the verdict.
@@ -374,5 +390,36 @@ mod tests {
             "{row}"
         );
         assert!(row.contains("**met**"), "{row}");
+    }
+
+    #[test]
+    fn the_relay_latency_target_shows_each_repetitions_ratio() {
+        let legs = |p50s: [f64; 3]| -> Vec<crate::relay_load::FlowResult> {
+            p50s.iter()
+                .map(|&p50| crate::relay_load::FlowResult {
+                    latency_us: crate::stats::Summary {
+                        p50,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                })
+                .collect()
+        };
+        let mut r = SuiteResults::default();
+        r.relay.direct_lat = legs([15.0, 15.0, 16.0]);
+        r.relay.forwarder_lat = legs([55.0, 54.0, 60.0]);
+        r.relay.relay_lat = legs([63.0, 66.0, 57.0]);
+        let mut md = String::new();
+        relay_latency(&mut md, &r);
+        // Medians 15, 55 and 63: 48 / 40. Each repetition: 48 / 40, 51 / 39, 41 / 44.
+        assert!(
+            md.contains("| 1.20 × (48.0 µs vs 40.0 µs; per repetition 1.20, 1.31, 0.93 ×) |"),
+            "{md}"
+        );
+        // A repetition that lost a leg cannot be paired: the medians alone.
+        r.relay.relay_lat.pop();
+        let mut md = String::new();
+        relay_latency(&mut md, &r);
+        assert!(!md.contains("per repetition"), "{md}");
     }
 }

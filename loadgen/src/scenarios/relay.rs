@@ -307,6 +307,24 @@ pub fn added_latency(rl: &RelaySection) -> (Option<f64>, Option<f64>, Option<f64
     }
 }
 
+/// The added-latency ratio of each repetition (relay over forwarder, both over the direct path
+/// of the same repetition): the spread one run's median sits in. Empty when a leg is missing
+/// from a repetition, so the legs cannot be paired.
+pub fn added_latency_per_rep(rl: &RelaySection) -> Vec<f64> {
+    let n = rl.direct_lat.len();
+    if rl.relay_lat.len() != n || rl.forwarder_lat.len() != n {
+        return Vec::new();
+    }
+    (0..n)
+        .filter_map(|i| {
+            let direct = rl.direct_lat[i].latency_us.p50;
+            let relay = rl.relay_lat[i].latency_us.p50 - direct;
+            let fwd = rl.forwarder_lat[i].latency_us.p50 - direct;
+            (fwd > 0.0).then(|| relay / fwd)
+        })
+        .collect()
+}
+
 /// Rows of the Targets table: throughput against the ceiling, added latency against the
 /// forwarder's.
 pub fn targets(md: &mut String, rl: &RelaySection) {
