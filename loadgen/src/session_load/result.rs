@@ -141,7 +141,6 @@ pub struct LoadResult {
     /// Share of the server's cores' time in the window that the hypervisor gave to someone
     /// else ("steal" in `/proc/stat`, over the cores the server may run on): a wakeup of the
     /// server that came late because its vCPU was not running. `None` where it cannot be read.
-    #[serde(default)]
     pub server_steal_fraction: Option<f64>,
     /// Drops counted during the window; `None` without a metrics URL.
     pub window_drops: Option<WindowDrops>,
