@@ -29,6 +29,11 @@ pub struct Plan {
     pub cost_extra: Vec<(String, Vec<usize>)>,
     /// Run the latency comparison of the relay against the direct path and the forwarder.
     pub relay_latency_baselines: bool,
+    /// Repetitions of the relay latency legs. More than `reps`: one repetition's
+    /// relay-over-forwarder ratio spreads 0.9-1.5 × on this machine with the relay unchanged
+    /// (docs/SESSION_COST.md), so target 6's verdict, their median, needs more of them.
+    #[serde(default)]
+    pub relay_latency_reps: usize,
     /// Turns of the voice-to-voice scenario (0: not run; it loads speech models).
     #[serde(default)]
     pub voice_turns: usize,
@@ -64,6 +69,7 @@ impl Plan {
                     ("passthrough-sessions".into(), vec![4]),
                 ],
                 relay_latency_baselines: false,
+                relay_latency_reps: 1,
                 voice_turns: 0,
                 soak_secs: 3.0,
                 soak_wave: 3,
@@ -85,6 +91,7 @@ impl Plan {
                 modes: vec!["pcm".into(), "passthrough".into()],
                 cost_extra: rate_and_capacity_runs(),
                 relay_latency_baselines: true,
+                relay_latency_reps: 3,
                 voice_turns: 3,
                 soak_secs: 120.0,
                 soak_wave: 50,
@@ -109,6 +116,7 @@ impl Plan {
                 modes: vec!["pcm".into(), "passthrough".into()],
                 cost_extra: rate_and_capacity_runs(),
                 relay_latency_baselines: true,
+                relay_latency_reps: 7,
                 voice_turns: 5,
                 soak_secs: 600.0,
                 soak_wave: 50,
