@@ -386,6 +386,18 @@ impl Session {
                     warn!(code = ?status.code(), message = status.message(), "session channel closed");
                     return;
                 }
+                None if !attached => {
+                    // The stream broke with the attach unanswered. The transceiver re-offers the
+                    // sessions of a stream it lost at once, so this offer can have come after
+                    // it saw the break and before this bot did: the attach then went into a
+                    // dead stream, and the caller would wait out the attach timeout. Declining
+                    // has it offered again now, on a new stream; a stale decline is ignored
+                    // (the transceiver acts on one only while it offers the session here).
+                    warn!("multiplex stream broke before the attach was answered: declining");
+                    let reason = "attach failed: the multiplex stream broke".to_owned();
+                    let _ = self.reject_tx.send(Reject { session_id, reason }).await;
+                    return;
+                }
                 None => {
                     warn!("multiplex stream broke");
                     return;

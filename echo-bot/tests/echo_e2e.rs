@@ -98,6 +98,9 @@ impl Proc {
 // Below the ephemeral range and claimed across test processes: see voxgate_testkit::ports.
 use voxgate_testkit::ports::{free_tcp_port, free_udp_and_tcp_port as free_udp_port};
 
+mod support;
+use support::reset_proxy::ResetProxy;
+
 /// The `transceiver` binary next to `echo-bot`, brought up to date by cargo once per test
 /// process, so the test never runs a stale transceiver. It is the very build `scripts/test`
 /// runs first (`cargo build --workspace --bins`), hence a no-op there; building only this
@@ -228,8 +231,13 @@ fn spawn_bot(t: &Transceiver, worker_id: &str, capacity: u32) -> Proc {
 
 /// An echo bot subscribed to every transceiver of `ts`, its `capacity` shared by all of them.
 fn spawn_bot_for(ts: &[&Transceiver], worker_id: &str, capacity: u32) -> Proc {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let transceivers: Vec<&str> = ts.iter().map(|t| t.grpc.as_str()).collect();
+    spawn_bot_at(&transceivers, worker_id, capacity)
+}
+
+/// An echo bot subscribed to the gRPC addresses `transceivers`.
+fn spawn_bot_at(transceivers: &[&str], worker_id: &str, capacity: u32) -> Proc {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     Proc::spawn(
         Command::new(env!("CARGO_BIN_EXE_echo-bot"))
             .args(["--transceiver", &transceivers.join(",")])
@@ -472,6 +480,67 @@ fn a_call_ends_with_its_stream_and_the_bot_serves_the_next_transceiver_on_a_new_
     talks_and_hears(&mut fleet, i, &bot);
     let log = bot.output();
     assert_eq!(log.matches("multiplex stream open").count(), 2, "{log}");
+}
+
+/// An HTTP/2 proxy between the bot and the transceiver resets the bot's `Multiplex` stream
+/// while its `Work` stream lives, as an L7 proxy that times long streams out does. The
+/// transceiver hears of it first (the proxy tells the bot 500 ms later): it releases the
+/// stream's channels and offers the caller again at once, on the same subscription, while the
+/// bot still believes in its stream and sends the attach into it. When the bot hears of the
+/// break, it declines that unanswered offer, so the caller is offered again at once and
+/// attached on a new `Multiplex` stream; with the attach timeout at 30 s, a caller left to
+/// wait it out fails the test. The caller, connected throughout, then hears the bot.
+#[test]
+fn a_multiplex_stream_reset_under_a_call_moves_the_caller_to_a_new_stream_on_the_same_subscription()
+{
+    let t = start_transceiver_with("mux-reset", &["--attach-timeout-secs", "30"]);
+    let proxy = ResetProxy::start(
+        t.grpc.parse().expect("gRPC address"),
+        "/Multiplex",
+        Duration::from_millis(500),
+    );
+    let through_proxy = proxy.addr.to_string();
+    // Two slots: the bot takes the new offer while the broken session still holds its slot.
+    let bot = spawn_bot_at(&[&through_proxy], "e2e-mux-reset", 2);
+    assert!(
+        bot.wait_for_log("registered", Duration::from_secs(10)),
+        "echo-bot did not register through the proxy:\n{}",
+        bot.output()
+    );
+    let (mut fleet, i) = call_attached_to(&t, &bot);
+
+    proxy.reset_streams();
+    let attached_again = fleet.run_until(Instant::now() + Duration::from_secs(10), |_| {
+        bot.output().matches("session attached").count() >= 2
+    });
+    let log = bot.output();
+    assert!(
+        attached_again,
+        "bot:\n{log}\ntransceiver:\n{}",
+        t.proc.output()
+    );
+    assert_eq!(proxy.resets(), 1, "one Multiplex stream was open");
+    assert!(
+        log.contains("multiplex stream broke before the attach was answered: declining"),
+        "the offer made during the break was declined: {log}"
+    );
+    assert!(log.contains("session attached attempt=3"), "{log}");
+    talks_and_hears(&mut fleet, i, &bot);
+
+    let log = bot.output();
+    assert_eq!(log.matches("multiplex stream open").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("registered").count(),
+        1,
+        "the Work stream lived through the reset: {log}"
+    );
+    assert!(
+        t.proc
+            .output()
+            .contains("multiplex stream ended: its channels are released"),
+        "{}",
+        t.proc.output()
+    );
 }
 
 /// The bot's slots are shared by every transceiver it serves, and each transceiver learns of

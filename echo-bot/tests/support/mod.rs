@@ -1,0 +1,3 @@
+//! Test helpers shared by the echo-bot tests.
+
+pub mod reset_proxy;
