@@ -1,3 +1,0 @@
-//! Test helpers shared by the echo-bot tests.
-
-pub mod reset_proxy;
