@@ -97,9 +97,7 @@ impl Proc {
 
 // Below the ephemeral range and claimed across test processes: see voxgate_testkit::ports.
 use voxgate_testkit::ports::{free_tcp_port, free_udp_and_tcp_port as free_udp_port};
-
-mod support;
-use support::reset_proxy::ResetProxy;
+use voxgate_testkit::reset_proxy::ResetProxy;
 
 /// The `transceiver` binary next to `echo-bot`, brought up to date by cargo once per test
 /// process, so the test never runs a stale transceiver. It is the very build `scripts/test`
@@ -484,9 +482,10 @@ fn a_call_ends_with_its_stream_and_the_bot_serves_the_next_transceiver_on_a_new_
 
 /// An HTTP/2 proxy between the bot and the transceiver resets the bot's `Multiplex` stream
 /// while its `Work` stream lives, as an L7 proxy that times long streams out does. The
-/// transceiver hears of it first (the proxy tells the bot 500 ms later): it releases the
-/// stream's channels and offers the caller again at once, on the same subscription, while the
-/// bot still believes in its stream and sends the attach into it. When the bot hears of the
+/// transceiver hears of it first (the proxy tells the bot 2 s later, a window no busy machine
+/// misses): it releases the stream's channels and offers the caller again at once, on the same
+/// subscription, while the bot still believes in its stream and sends the attach into it.
+/// When the bot hears of the
 /// break, it declines that unanswered offer, so the caller is offered again at once and
 /// attached on a new `Multiplex` stream; with the attach timeout at 30 s, a caller left to
 /// wait it out fails the test. The caller, connected throughout, then hears the bot.
@@ -497,7 +496,7 @@ fn a_multiplex_stream_reset_under_a_call_moves_the_caller_to_a_new_stream_on_the
     let proxy = ResetProxy::start(
         t.grpc.parse().expect("gRPC address"),
         "/Multiplex",
-        Duration::from_millis(500),
+        Duration::from_secs(2),
     );
     let through_proxy = proxy.addr.to_string();
     // Two slots: the bot takes the new offer while the broken session still holds its slot.

@@ -43,6 +43,7 @@ pub mod fleet;
 pub mod loss_injector;
 pub mod opus_codec;
 pub mod ports;
+pub mod reset_proxy;
 pub mod session_config;
 pub mod session_report;
 pub mod signal;

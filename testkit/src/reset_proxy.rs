@@ -9,6 +9,8 @@
 //! [`ResetProxy::reset_streams`]; streams opened after that call are not, until the next.
 //! The bot's side of such a stream can be reset a while after the transceiver's, so that a
 //! test can hold open the window in which the transceiver knows of the break and the bot not.
+//!
+//! Tests in other languages run it as the `h2-reset-proxy` binary.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -284,6 +284,54 @@ async def test_worker_reconnects_with_backoff_and_calls_see_the_transceiver_vani
         await worker.close()
 
 
+async def test_a_stream_reset_under_a_call_moves_it_and_an_attach_lost_in_the_break_is_declined(
+        tmp_path, token, transport):
+    # An L7 proxy between the worker and the transceiver resets the stream the call rides (the
+    # worker's Multiplex stream, or the call's own Session stream), and tells the worker 2 s
+    # after the transceiver. The transceiver offers the caller again at once, on the Work stream,
+    # which lives on. On a Multiplex stream that offer's attach goes into the stream the worker
+    # does not know is dead yet; when it hears, the attach fails and the worker declines the
+    # offer, so the next attempt comes at once and attaches on a new stream. With the attach
+    # timeout at 30 s, a caller left to wait it out fails the test. A Session stream per call
+    # opens a new stream for the new offer, which the reset does not touch.
+    from voxgate_harness.caller import Caller
+    from voxgate_harness.reset_proxy import ResetProxy
+
+    suffix = "/Multiplex" if transport == "multiplex" else "/Session"
+    with (Transceiver("--grpc-token", token, "--attach-timeout-secs", "30",
+                      log_dir=tmp_path) as t,
+          ResetProxy(t.grpc_target, suffix, 2000) as proxy):
+        async with voxgate.Worker(proxy.target, token=token, sample_rate=RATE,
+                                  capacity=2) as worker:
+            await worker.wait_registered(TIMEOUT)
+            caller = await Caller(t.signal_url).connect()
+            try:
+                first = await (await next_call(worker)).accept()
+                await first.wait_connected(TIMEOUT)
+                proxy.reset()
+                attempts = []
+                while True:
+                    call = await next_call(worker, timeout=10.0)
+                    assert call.session_id == caller.session_id
+                    attempts.append(call.attempt)
+                    try:
+                        await call.accept()
+                        break
+                    except voxgate.TransceiverGoneError:
+                        continue
+                assert attempts == ([2, 3] if transport == "multiplex" else [2]), attempts
+                assert proxy.resets() == 1
+                await poll(first.ended.is_set, what="the first call to end")
+                assert isinstance(first.error, voxgate.TransceiverGoneError), first.error
+                async with call:
+                    await call.wait_connected(TIMEOUT)
+                    caller.say(tone(440, 1.0, 48_000))
+                    got = await asyncio.wait_for(frames(call, 10), TIMEOUT)
+                    assert len(got) == 10
+            finally:
+                await caller.close()
+
+
 async def test_dispatch_says_which_ingress_the_caller_was_steered_to_and_why(tmp_path, token):
     # Two relay ingresses; this test's loopback peer is a trusted proxy whose header names
     # "us" directly. No relay runs: the dispatch happens at signaling, before any media.

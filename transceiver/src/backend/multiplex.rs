@@ -152,7 +152,9 @@ async fn run_inbound(
                 // The connection broke, or the backend broke the protocol (a message over the
                 // size limit ends the stream with RESOURCE_EXHAUSTED, as on any stream).
                 Some(Err(status)) => break status.to_string(),
-                None => break "the backend closed its side".to_string(),
+                // tonic ends a request stream the peer reset with CANCEL as if it had been
+                // closed (`codec::decode`): a proxy timing the stream out looks the same here.
+                None => break "the backend closed its side, or reset it with CANCEL".to_string(),
             },
             Some((channel, down)) = done_rx.recv() => channels.on_attached(channel, down),
             _ = retry.tick(), if channels.waiting_bytes > 0 => channels.offer_waiting(),

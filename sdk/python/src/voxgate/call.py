@@ -178,6 +178,7 @@ class Call:
                    if isinstance(e, grpc.RpcError) else
                    TransceiverGoneError(f"attach to session {self.session_id}: stream closed"))
             self._finish(None, err)
+            self._decline_unanswered()
             raise self.error from None
         attached = asyncio.create_task(self._attached.wait())
         ended = asyncio.create_task(self.ended.wait())
@@ -191,10 +192,21 @@ class Call:
                 self._finish(None, TransceiverGoneError(
                     f"attach to session {self.session_id}: no answer in {ATTACH_TIMEOUT_S:.0f} s"))
             if self.error is not None:
+                self._decline_unanswered()
                 raise self.error
             raise CallEndedError(f"session {self.session_id} ended while attaching "
                                  f"({self.end_reason})")
         return self
+
+    def _decline_unanswered(self) -> None:
+        """An attach that failed because the stream broke (or went unanswered) declines the
+        offer, so the transceiver offers the call again now instead of after its attach timeout.
+        The transceiver re-offers the sessions of a stream it lost at once, so an offer can come
+        after it saw the break and before this worker did, and its attach go into a dead stream.
+        A refusal (unknown session, owned elsewhere) needs no decline; the transceiver acts on a
+        decline only while it is offering the session to this worker."""
+        if isinstance(self.error, TransceiverGoneError):
+            self._reject(self.session_id, f"attach failed: {self.error}")
 
     async def decline(self, reason: str = "declined") -> None:
         """Refuses the call: the transceiver offers it to another worker."""
