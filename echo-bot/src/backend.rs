@@ -255,7 +255,7 @@ impl WorkerLink<'_> {
                 Some(_) = self.sessions.join_next(), if !self.sessions.is_empty() => {}
                 command = commands.message() => match command {
                     Ok(Some(WorkerCommand { kind: Some(worker_command::Kind::Dispatch(d)) })) => {
-                        reject(tx, d.session_id, "shutting_down".into()).await;
+                        reject(tx, &d, "shutting_down".into()).await;
                     }
                     Ok(Some(_)) => {}
                     Ok(None) | Err(_) => return Ok(()),
@@ -274,7 +274,7 @@ impl WorkerLink<'_> {
             let active = *self.bot.slots.active.borrow();
             report_load(tx, active).await;
             info!(session_id = %d.session_id, active, "at capacity: rejecting dispatch");
-            return reject(tx, d.session_id, "at_capacity".to_owned()).await;
+            return reject(tx, &d, "at_capacity".to_owned()).await;
         };
         if self.mux.as_ref().is_none_or(Mux::is_closed) {
             match Mux::open(channel.clone(), self.bot).await {
@@ -285,7 +285,7 @@ impl WorkerLink<'_> {
                 Err(status) => {
                     warn!(code = ?status.code(), message = status.message(), "cannot open the multiplex stream");
                     let reason = format!("attach failed: {:?}", status.code());
-                    return reject(tx, d.session_id, reason).await;
+                    return reject(tx, &d, reason).await;
                 }
             }
         }
@@ -321,10 +321,14 @@ async fn send_work(tx: &mpsc::Sender<WorkerMessage>, kind: worker_message::Kind)
 }
 
 /// Tells the transceiver to offer `session_id` to another worker.
-async fn reject(tx: &mpsc::Sender<WorkerMessage>, session_id: String, reason: String) {
+async fn reject(tx: &mpsc::Sender<WorkerMessage>, d: &Dispatch, reason: String) {
     send_work(
         tx,
-        worker_message::Kind::Reject(Reject { session_id, reason }),
+        worker_message::Kind::Reject(Reject {
+            session_id: d.session_id.clone(),
+            reason,
+            attempt: d.attempt,
+        }),
     )
     .await;
 }
@@ -391,11 +395,17 @@ impl Session {
                     // sessions of a stream it lost at once, so this offer can have come after
                     // it saw the break and before this bot did: the attach then went into a
                     // dead stream, and the caller would wait out the attach timeout. Declining
-                    // has it offered again now, on a new stream; a stale decline is ignored
-                    // (the transceiver acts on one only while it offers the session here).
+                    // has it offered again now, on a new stream. It names the offer's attempt,
+                    // so it cannot decline a newer offer of the same session.
                     warn!("multiplex stream broke before the attach was answered: declining");
                     let reason = "attach failed: the multiplex stream broke".to_owned();
-                    let _ = self.reject_tx.send(Reject { session_id, reason }).await;
+                    let attempt = self.dispatch.attempt;
+                    let reject = Reject {
+                        session_id,
+                        reason,
+                        attempt,
+                    };
+                    let _ = self.reject_tx.send(reject).await;
                     return;
                 }
                 None => {
@@ -449,7 +459,13 @@ impl Session {
     async fn decline(self, session_id: String, status: &Status) {
         warn!(code = ?status.code(), message = status.message(), "attach failed");
         let reason = format!("attach failed: {:?}", status.code());
-        let _ = self.reject_tx.send(Reject { session_id, reason }).await;
+        let attempt = self.dispatch.attempt;
+        let reject = Reject {
+            session_id,
+            reason,
+            attempt,
+        };
+        let _ = self.reject_tx.send(reject).await;
     }
 }
 

@@ -339,6 +339,7 @@ impl Bridge for BridgeService {
                                 .send(DispatchMsg::Reject {
                                     worker: worker.clone(),
                                     session,
+                                    attempt: r.attempt,
                                 })
                                 .await
                         }

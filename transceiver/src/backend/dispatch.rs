@@ -172,11 +172,14 @@ impl Dispatcher {
         self.queue.push_back(id);
     }
 
-    pub fn rejected(&mut self, now: Instant, id: SessionId, worker: &str) {
-        let offered_here = matches!(
-            self.sessions.get(&id).map(|t| &t.stage),
-            Some(Stage::Offered { worker: w, .. }) if w == worker
-        );
+    /// `worker` declined offer number `attempt` of session `id` (0: whichever offer is open).
+    /// A decline of an earlier offer is stale and changes nothing: a worker can decline an offer
+    /// it learned was lost (its stream broke) after the attach timeout already made a new one.
+    pub fn rejected(&mut self, now: Instant, id: SessionId, worker: &str, attempt: u32) {
+        let offered_here = self.sessions.get(&id).is_some_and(|t| {
+            matches!(&t.stage, Stage::Offered { worker: w, .. } if w == worker)
+                && (attempt == 0 || attempt == t.attempts)
+        });
         if offered_here {
             self.release(id, worker);
             self.requeue_front(now, id, Some(worker));
@@ -537,7 +540,7 @@ mod tests {
         d.register("b", 5).unwrap();
         d.new_session(t0, SessionId(9), SessionInfo::default());
         let o = offered_to(&drain(&mut d, t0));
-        d.rejected(t0, SessionId(9), &o[0].1);
+        d.rejected(t0, SessionId(9), &o[0].1, 1);
         let o2 = offered_to(&drain(&mut d, t0));
         assert_ne!(
             o2[0].1, o[0].1,
@@ -566,13 +569,45 @@ mod tests {
                 vec![(SessionId(1), "only".to_string())],
                 "{attempt}"
             );
-            d.rejected(t0, SessionId(1), "only");
+            d.rejected(t0, SessionId(1), "only", attempt);
         }
         assert_eq!(
             drain(&mut d, t0),
             vec![DispatchAction::End {
                 session: SessionId(1)
             }]
+        );
+    }
+
+    #[test]
+    fn a_decline_of_an_earlier_offer_leaves_the_open_one_alone() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("only", 5).unwrap();
+        d.new_session(t0, SessionId(1), SessionInfo::default());
+        assert_eq!(offered_to(&drain(&mut d, t0)).len(), 1);
+        // Attempt 1 goes unanswered past the attach timeout: attempt 2 is offered.
+        let late = t0 + Duration::from_secs(3);
+        let again = drain(&mut d, late);
+        assert!(
+            matches!(again.as_slice(), [DispatchAction::Offer { attempt: 2, .. }]),
+            "{again:?}"
+        );
+        // The worker's decline of attempt 1 arrives only now: attempt 2 stays open.
+        d.rejected(late, SessionId(1), "only", 1);
+        assert_eq!(drain(&mut d, late), vec![], "no new offer");
+        d.attached(SessionId(1), Some("only"), 7).unwrap();
+        // A decline that names no attempt (a worker older than the field) still acts.
+        d.new_session(late, SessionId(2), SessionInfo::default());
+        assert_eq!(offered_to(&drain(&mut d, late)).len(), 1);
+        d.rejected(late, SessionId(2), "only", 0);
+        let second = drain(&mut d, late);
+        assert!(
+            matches!(
+                second.as_slice(),
+                [DispatchAction::Offer { attempt: 2, .. }]
+            ),
+            "{second:?}"
         );
     }
 

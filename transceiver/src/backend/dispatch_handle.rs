@@ -32,6 +32,8 @@ pub enum DispatchMsg {
     Reject {
         worker: String,
         session: SessionId,
+        /// The offer declined (`Reject.attempt`; 0: whichever is open).
+        attempt: u32,
     },
     WorkerGone {
         worker: String,

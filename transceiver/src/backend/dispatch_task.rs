@@ -74,9 +74,13 @@ impl DispatchTask {
                 active,
                 capacity,
             } => self.dispatcher.load(&worker, active, capacity),
-            DispatchMsg::Reject { worker, session } => {
-                tracing::info!(%worker, %session, "worker declined session");
-                self.dispatcher.rejected(now, session, &worker);
+            DispatchMsg::Reject {
+                worker,
+                session,
+                attempt,
+            } => {
+                tracing::info!(%worker, %session, attempt, "worker declined session");
+                self.dispatcher.rejected(now, session, &worker, attempt);
             }
             DispatchMsg::WorkerGone { worker } => {
                 if self.workers.remove(&worker).is_some() {

@@ -204,7 +204,7 @@ class Call:
         The transceiver re-offers the sessions of a stream it lost at once, so an offer can come
         after it saw the break and before this worker did, and its attach go into a dead stream.
         A refusal (unknown session, owned elsewhere) needs no decline; the transceiver acts on a
-        decline only while it is offering the session to this worker."""
+        decline only while it is offering this very attempt to this worker."""
         if isinstance(self.error, TransceiverGoneError):
             self._reject(self.session_id, f"attach failed: {self.error}")
 

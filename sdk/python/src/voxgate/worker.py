@@ -268,12 +268,13 @@ class Worker:
             active = max(len(self._active), self.capacity)
             await self._send(link, pb.WorkerMessage(load=pb.Load(active=active)))
             await self._send(link, pb.WorkerMessage(reject=pb.Reject(
-                session_id=dispatch.session_id, reason="at_capacity")))
+                session_id=dispatch.session_id, reason="at_capacity", attempt=dispatch.attempt)))
             return
 
         def reject(session_id: str, reason: str) -> None:
+            # Names the offer, so that a late decline cannot refuse a newer offer of the call.
             asyncio.ensure_future(self._send(link, pb.WorkerMessage(reject=pb.Reject(
-                session_id=session_id, reason=reason))))
+                session_id=session_id, reason=reason, attempt=dispatch.attempt))))
 
         call = Call(
             session_id=dispatch.session_id, metadata=dispatch.metadata,
