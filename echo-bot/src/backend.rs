@@ -399,14 +399,7 @@ impl Session {
                     // so it cannot decline a newer offer of the same session.
                     warn!("multiplex stream broke before the attach was answered: declining");
                     let reason = "attach failed: the multiplex stream broke".to_owned();
-                    let attempt = self.dispatch.attempt;
-                    let reject = Reject {
-                        session_id,
-                        reason,
-                        attempt,
-                    };
-                    let _ = self.reject_tx.send(reject).await;
-                    return;
+                    return self.reject(session_id, reason).await;
                 }
                 None => {
                     warn!("multiplex stream broke");
@@ -459,11 +452,15 @@ impl Session {
     async fn decline(self, session_id: String, status: &Status) {
         warn!(code = ?status.code(), message = status.message(), "attach failed");
         let reason = format!("attach failed: {:?}", status.code());
-        let attempt = self.dispatch.attempt;
+        self.reject(session_id, reason).await;
+    }
+
+    /// Declines this session's offer, by its attempt (a late decline never refuses a newer one).
+    async fn reject(self, session_id: String, reason: String) {
         let reject = Reject {
             session_id,
             reason,
-            attempt,
+            attempt: self.dispatch.attempt,
         };
         let _ = self.reject_tx.send(reject).await;
     }
