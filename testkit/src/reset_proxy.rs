@@ -168,6 +168,8 @@ async fn pump(
         tokio::select! {
             data = from.data() => match data {
                 Some(Ok(chunk)) => {
+                    // No backpressure: h2 buffers what the peer's window cannot take yet,
+                    // which is fine for a test's few calls, not for a real proxy.
                     let _ = from.flow_control().release_capacity(chunk.len());
                     if to.send_data(chunk, false).is_err() {
                         return;
