@@ -939,6 +939,7 @@ impl MediaLoop {
         endpoints: OwnerEndpoints,
     ) -> Result<(), AttachError> {
         let key = *self.ids.get(&id).ok_or(AttachError::NotFound)?;
+        let loop_sessions = self.sessions.len();
         let session = self.sessions.get_mut(key).ok_or(AttachError::NotFound)?;
         // The dispatcher decides ownership and has approved this attach (it refuses a second
         // owner of a session it counts as owned). An owner still here is one it already gave
@@ -951,9 +952,9 @@ impl MediaLoop {
                 .detach_owner(crate::media::audio_bridge::CloseReason::Replaced);
         }
         let metadata = session.metadata().clone();
-        session
-            .bridge_mut()
-            .attach_owner(endpoints, now, &metadata)?;
+        let bridge = session.bridge_mut();
+        bridge.choose_tick_grid(endpoints.mode, loop_sessions);
+        bridge.attach_owner(endpoints, now, &metadata)?;
         // The bridge may now have a tick: reschedule.
         self.drive(now, key, None);
         Ok(())

@@ -307,6 +307,14 @@ impl AudioBridge {
         samples * 1000 / u64::from(self.rate)
     }
 
+    /// Picks the grid the next owner's ticks fall on, from its audio mode and the size of the
+    /// loop that holds this session (see [`TickGrid::for_owner`]). Call before
+    /// [`AudioBridge::attach_owner`]; without it the session ticks on its fine grid.
+    pub fn choose_tick_grid(&mut self, mode: AudioMode, loop_sessions: usize) {
+        let cheap_ticks = mode == AudioMode::OpusPassthrough;
+        self.tick_grid = TickGrid::for_owner(&self.session_id, cheap_ticks, loop_sessions);
+    }
+
     /// Makes `endpoints` the session's owner. The caller checked there was none.
     pub fn attach_owner(
         &mut self,
@@ -921,6 +929,40 @@ mod tests {
         let next = a.next_tick().unwrap();
         assert!(next > late && next <= late + FRAME);
         assert!(on_grid(next));
+    }
+
+    #[test]
+    fn a_passthrough_owner_of_a_small_loop_ticks_on_a_coarse_grid_and_a_pcm_owner_on_its_own() {
+        let t0 = Instant::now();
+        // An id whose fine phase is not a coarse one, so the two choices differ.
+        let id = (0..100)
+            .map(|i| format!("{i:032x}"))
+            .find(|id| TickGrid::for_owner(id, true, 1) != TickGrid::for_session(id))
+            .unwrap();
+        let on = |grid: TickGrid, t: Instant| grid.first_after(t - FRAME) == t;
+        for (mode, loop_sessions, grid) in [
+            (
+                AudioMode::OpusPassthrough,
+                1,
+                TickGrid::for_owner(&id, true, 1),
+            ),
+            (AudioMode::Pcm, 1, TickGrid::for_session(&id)),
+            (
+                AudioMode::OpusPassthrough,
+                tick_grid::COARSE_UP_TO + 1,
+                TickGrid::for_session(&id),
+            ),
+        ] {
+            let mut b = AudioBridge::new(id.clone(), SETTINGS);
+            let (mut ep, _up, _down) = owner(48_000);
+            ep.mode = mode;
+            b.choose_tick_grid(mode, loop_sessions);
+            b.attach_owner(ep, t0, &Default::default()).unwrap();
+            let first = b.next_tick().unwrap();
+            assert!(on(grid, first), "{mode:?} in a loop of {loop_sessions}");
+            b.tick(first);
+            assert!(on(grid, b.next_tick().unwrap()), "stays on it");
+        }
     }
 
     fn text(s: &str) -> Vec<u8> {

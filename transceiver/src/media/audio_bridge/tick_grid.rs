@@ -14,6 +14,17 @@
 //! backends up to a burst late. Ten grids 2 ms apart cap a burst at a tenth of the sessions,
 //! for at most 500 tick wakeups a second per loop whatever its session count.
 //!
+//! Why passthrough sessions use only two of them while their loop is small
+//! ([`TickGrid::for_owner`]): a passthrough tick moves one queued Opus packet (a few µs), so
+//! spreading a few hundred of them over ten grids bought no shorter burst worth having, and
+//! each of the ten passes cost a wakeup of the loop, and often of the control thread the loop
+//! had just handed uplink to. On two grids 10 ms apart a loop of passthrough sessions wakes
+//! for ticks 100 times a second instead of 500: at 200 echoing sessions on one core that cut
+//! the transceiver's CPU per session-second to 0.86 × (median of ten alternating pairs,
+//! docs/SESSION_COST.md). Past [`COARSE_UP_TO`] sessions a loop's ticks are no longer what
+//! wakes it (its packets are), and a coarse pass would grow: later sessions spread over every
+//! grid again.
+//!
 //! Pure arithmetic on `Instant`s; the epoch is taken once per process, so sessions on every
 //! loop share it; a session's phase comes from its id.
 
@@ -24,6 +35,12 @@ use super::FRAME;
 
 /// How many phase-shifted grids sessions are spread over.
 pub const PHASES: u32 = 10;
+/// How many of those a passthrough session of a small loop uses: every fifth, 10 ms apart.
+pub const COARSE_PHASES: u32 = 2;
+/// Sessions a loop holds up to which a new passthrough owner ticks on the coarse grids. At
+/// this size each coarse pass walks about 128 sessions, well under a millisecond of work even
+/// if every one plays a frame.
+pub const COARSE_UP_TO: usize = 256;
 
 /// A grid of instants `epoch + k × period`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,17 +62,32 @@ impl TickGrid {
 
     /// The shared grid of the session named `session_id`: phase `hash(id) mod PHASES`.
     pub fn for_session(session_id: &str) -> Self {
-        // FNV-1a: stable across runs and builds, unlike std's randomly keyed hasher.
-        let hash = session_id.bytes().fold(0x811c_9dc5u32, |h, b| {
-            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-        });
-        TickGrid::shared().phase(hash % PHASES, PHASES)
+        TickGrid::shared().phase(slot_of(session_id), PHASES)
+    }
+
+    /// The grid an owner's ticks fall on: a passthrough owner (`cheap_ticks`) of a loop that
+    /// holds at most [`COARSE_UP_TO`] sessions gets one of the [`COARSE_PHASES`] coarse
+    /// grids, which are fine grids too; anything else gets [`TickGrid::for_session`].
+    pub fn for_owner(session_id: &str, cheap_ticks: bool, loop_sessions: usize) -> Self {
+        let slot = slot_of(session_id);
+        if cheap_ticks && loop_sessions <= COARSE_UP_TO {
+            let stride = PHASES / COARSE_PHASES;
+            return TickGrid::shared().phase(slot - slot % stride, PHASES);
+        }
+        TickGrid::shared().phase(slot, PHASES)
     }
 
     /// This grid shifted by `slot` / `slots` of a period.
     pub fn phase(self, slot: u32, slots: u32) -> Self {
         let shift = self.period * (slot % slots.max(1)) / slots.max(1);
         TickGrid::new(self.epoch + shift, self.period)
+    }
+
+    /// Which of the `PHASES` fine grids this is (its shift from the shared epoch).
+    #[cfg(test)]
+    fn slot(&self) -> u32 {
+        let shift = self.epoch - TickGrid::shared().epoch;
+        (shift.as_nanos() * u128::from(PHASES) / self.period.as_nanos()) as u32
     }
 
     /// The first grid instant strictly after `now`.
@@ -68,6 +100,15 @@ impl TickGrid {
         // k × period fits a u64 of nanoseconds for 584 years of uptime.
         self.epoch + Duration::from_nanos((k * period) as u64)
     }
+}
+
+/// A session's fine phase: `hash(id) mod PHASES`.
+fn slot_of(session_id: &str) -> u32 {
+    // FNV-1a: stable across runs and builds, unlike std's randomly keyed hasher.
+    let hash = session_id.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    hash % PHASES
 }
 
 #[cfg(test)]
@@ -110,13 +151,49 @@ mod tests {
         for id in &ids {
             assert_eq!(TickGrid::for_session(id), TickGrid::for_session(id));
         }
-        let base = TickGrid::shared().epoch;
         let mut per_phase = [0usize; PHASES as usize];
         for id in &ids {
-            let shift = TickGrid::for_session(id).epoch - base;
-            let slot = (shift.as_nanos() * u128::from(PHASES) / FRAME.as_nanos()) as usize;
-            per_phase[slot] += 1;
+            per_phase[TickGrid::for_session(id).slot() as usize] += 1;
         }
         assert!(per_phase.iter().all(|&n| n >= 5), "{per_phase:?}");
+    }
+
+    /// How many of `ids` land on each fine grid as owners.
+    fn owners_per_phase(ids: &[String], cheap: bool, loop_sessions: usize) -> Vec<usize> {
+        let mut per_phase = vec![0usize; PHASES as usize];
+        for id in ids {
+            per_phase[TickGrid::for_owner(id, cheap, loop_sessions).slot() as usize] += 1;
+        }
+        per_phase
+    }
+
+    #[test]
+    fn passthrough_owners_of_a_small_loop_share_two_grids_10_ms_apart() {
+        let ids: Vec<String> = (0..200).map(|i| format!("{i:032x}")).collect();
+        let coarse = owners_per_phase(&ids, true, COARSE_UP_TO);
+        let used: Vec<usize> = (0..PHASES as usize).filter(|&p| coarse[p] > 0).collect();
+        assert_eq!(used, vec![0, 5], "{coarse:?}");
+        assert!(
+            coarse[0] >= 60 && coarse[5] >= 60,
+            "both in use: {coarse:?}"
+        );
+        // A coarse grid is one of the fine ones: a loop with PCM sessions too gains no pass.
+        for id in &ids {
+            let g = TickGrid::for_owner(id, true, 1);
+            assert!((0..PHASES).any(|p| g == TickGrid::shared().phase(p, PHASES)));
+            assert_eq!(g, TickGrid::for_owner(id, true, 1), "stable");
+        }
+    }
+
+    #[test]
+    fn pcm_owners_and_owners_of_a_large_loop_spread_over_every_grid() {
+        let ids: Vec<String> = (0..200).map(|i| format!("{i:032x}")).collect();
+        let pcm = owners_per_phase(&ids, false, 1);
+        assert!(pcm.iter().all(|&n| n >= 5), "pcm: {pcm:?}");
+        let large = owners_per_phase(&ids, true, COARSE_UP_TO + 1);
+        assert!(large.iter().all(|&n| n >= 5), "large loop: {large:?}");
+        for id in &ids {
+            assert_eq!(TickGrid::for_owner(id, false, 1), TickGrid::for_session(id));
+        }
     }
 }
