@@ -20,8 +20,9 @@
 //! each of the ten passes cost a wakeup of the loop, and often of the control thread the loop
 //! had just handed uplink to. On two grids 10 ms apart a loop of passthrough sessions wakes
 //! for ticks 100 times a second instead of 500: at 200 echoing sessions on one core that cut
-//! the transceiver's CPU per session-second to 0.86 × (median of ten alternating pairs,
-//! docs/SESSION_COST.md). Past [`COARSE_UP_TO`] sessions a loop's ticks are no longer what
+//! the transceiver's CPU per session-second to 0.92 × and its context switches by a third
+//! (median of 13 alternating pairs, docs/SESSION_COST.md), for about 70 µs more uplink
+//! hand-off p99 (longer passes). Past [`COARSE_UP_TO`] sessions a loop's ticks are no longer what
 //! wakes it (its packets are), and a coarse pass would grow: later sessions spread over every
 //! grid again.
 //!
@@ -38,8 +39,9 @@ pub const PHASES: u32 = 10;
 /// How many of those a passthrough session of a small loop uses: every fifth, 10 ms apart.
 pub const COARSE_PHASES: u32 = 2;
 /// Sessions a loop holds up to which a new passthrough owner ticks on the coarse grids. At
-/// this size each coarse pass walks about 128 sessions, well under a millisecond of work even
-/// if every one plays a frame.
+/// this size a coarse pass walks about 128 sessions: about half a millisecond if every one
+/// plays a frame (a passthrough downlink packet costs about 4 µs in the process), and the loop
+/// still reads its socket every 100 µs of a pass.
 pub const COARSE_UP_TO: usize = 256;
 
 /// A grid of instants `epoch + k × period`.
