@@ -217,7 +217,9 @@ impl AudioBridge {
             return None;
         }
         let len = if owner.mode == AudioMode::OpusPassthrough {
-            let n = self.down_opus.pop_into(&mut self.encode_buf)?;
+            let n = self
+                .down_opus
+                .pop_into(Self::scratch(&mut self.encode_buf, MAX_OPUS_PACKET))?;
             self.account_played(960 * u64::from(self.rate) / 48_000);
             n
         } else {
@@ -228,13 +230,15 @@ impl AudioBridge {
             }
             // A short tail is padded with silence rather than held back.
             let take = self.down_pcm.len().min(frame);
-            for (dst, src) in self.frame_buf.iter_mut().zip(self.down_pcm.drain(..take)) {
+            let pcm = Self::scratch(&mut self.frame_buf, frame);
+            for (dst, src) in pcm.iter_mut().zip(self.down_pcm.drain(..take)) {
                 *dst = src;
             }
-            self.frame_buf[take..].fill(0);
+            pcm[take..].fill(0);
             self.account_played(take as u64);
             let encoder = self.encoder.as_mut()?;
-            let n = match encoder.encode(&self.frame_buf, &mut self.encode_buf) {
+            let out = Self::scratch(&mut self.encode_buf, MAX_OPUS_PACKET);
+            let n = match encoder.encode(&self.frame_buf[..frame], out) {
                 Ok(n) => n,
                 Err(_) => return None,
             };

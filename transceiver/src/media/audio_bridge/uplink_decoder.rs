@@ -174,7 +174,7 @@ impl AudioBridge {
         let Some(decoder) = self.decoder.as_mut() else {
             return;
         };
-        let out = &mut self.decode_buf[..frame];
+        let out = Self::scratch(&mut self.decode_buf, frame);
         let n = match decoder.decode(data, out, fec) {
             Ok(n) => n.min(frame),
             Err(_) => {
