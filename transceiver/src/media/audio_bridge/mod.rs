@@ -815,6 +815,53 @@ mod tests {
     }
 
     #[test]
+    fn scratch_buffers_are_allocated_on_first_use_at_the_owners_frame_size() {
+        let now = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        // A session no backend owns carries no codec buffers (memory per idle session).
+        assert_eq!(b.decode_buf.capacity(), 0);
+        assert_eq!(b.encode_buf.capacity(), 0);
+        assert_eq!(b.frame_buf.capacity(), 0);
+        let (ep, mut up, down) = owner(16_000);
+        b.attach_owner(ep, now, &Default::default()).unwrap();
+        b.on_connected(now);
+        for (i, p) in opus_frames(3).into_iter().enumerate() {
+            b.on_audio_packet(now, i as u64, 960 * i as u32, p);
+        }
+        let frames = audio_frames(&mut up);
+        assert_eq!(frames.len(), 3);
+        assert!(frames
+            .iter()
+            .all(|f| f.pcm.len() == 320 * 2 && !f.concealed));
+        assert_eq!(
+            b.decode_buf.len(),
+            320,
+            "one 20 ms frame at 16 kHz, not 120 ms at 48"
+        );
+        // 50 ms of backend audio: two whole frames and a tail padded with silence.
+        let pcm: Vec<u8> = (0..800).flat_map(|_| 1000i16.to_le_bytes()).collect();
+        down.try_send(Downlink {
+            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                pcm: pcm.into(),
+                item_id: String::new(),
+            })),
+        })
+        .unwrap();
+        while b.poll_downlink().is_some() {}
+        let mut sent = 0;
+        for _ in 0..4 {
+            let t = b.next_tick().unwrap();
+            if let Some((packet, _)) = b.tick(t) {
+                assert!(!packet.is_empty() && packet.len() <= MAX_OPUS_PACKET);
+                sent += 1;
+            }
+        }
+        assert_eq!(sent, 3, "two whole frames and the padded tail");
+        assert_eq!(b.frame_buf.len(), 320);
+        assert_eq!(b.encode_buf.len(), MAX_OPUS_PACKET);
+    }
+
+    #[test]
     fn downlink_is_paced_one_frame_per_tick_and_clear_reports_played_time() {
         let now = Instant::now();
         let mut b = AudioBridge::new("s".into(), SETTINGS);
