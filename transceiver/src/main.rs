@@ -96,6 +96,7 @@ fn run(config: Config) -> anyhow::Result<()> {
             ended: ended_tx.clone(),
             relays: config.relays.clone(),
             max_taps: config.max_taps,
+            coarse_ticks: config.coarse_ticks(),
             tcp_bind: config.loop_tcp_listen(index, bind),
             tcp_limits: config.tcp_limits(),
             read_window: config.read_window(),

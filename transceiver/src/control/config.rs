@@ -12,7 +12,7 @@ use voxgate_proto::hint::FleetKey;
 
 use crate::control::client_origin::ProxyTrust;
 use crate::control::ingress::{self, IngressError, IngressSelector, IngressSpec};
-use crate::media::audio_bridge::OpusApplication;
+use crate::media::audio_bridge::{CoarseTicks, OpusApplication};
 use crate::media::thread_priority::LoopPriority;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -64,6 +64,22 @@ pub struct Config {
     #[arg(long, env = "VOXGATE_READ_WINDOW_US", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=20_000))]
     pub read_window_us: u64,
+
+    /// A passthrough session attached on a media loop holding at most this many sessions ticks
+    /// on only --coarse-tick-grids of the ten 20 ms tick grids: fewer loop wakeups (less CPU)
+    /// for a longer uplink hand-off, as each tick pass walks more sessions. 0 turns coarse
+    /// grids off (every session on all ten, as PCM sessions are). See
+    /// docs/SESSION_COST.md, "Passthrough ticks on two grids".
+    #[arg(long, env = "VOXGATE_COARSE_TICKS_UP_TO", value_name = "N",
+          default_value_t = CoarseTicks::default().up_to)]
+    pub coarse_ticks_up_to: usize,
+
+    /// How many of the ten 20 ms tick grids the sessions of --coarse-ticks-up-to share: 1, 2
+    /// or 5 (evenly spaced, 20, 10 or 4 ms apart). Fewer grids, fewer wakeups, longer passes.
+    #[arg(long, env = "VOXGATE_COARSE_TICK_GRIDS", value_name = "K",
+          default_value_t = CoarseTicks::default().grids,
+          value_parser = parse_coarse_tick_grids)]
+    pub coarse_tick_grids: u32,
 
     /// Addresses put in the answer's ICE candidates, comma separated, used as-is for every loop
     /// (typically the relay's public address). Default: each loop's own socket address.
@@ -379,6 +395,17 @@ fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
         .map_err(|_| format!("{s:?} is neither a CIDR (10.0.0.0/8) nor an IP"))
 }
 
+/// A coarse grid count: one that spaces the coarse grids evenly over the ten (see
+/// [`CoarseTicks::GRID_CHOICES`]).
+fn parse_coarse_tick_grids(s: &str) -> Result<u32, String> {
+    let choices = "1, 2 or 5 (divisors of the 10 tick grids; to turn coarse grids off, \
+                   use --coarse-ticks-up-to 0)";
+    match s.parse::<u32>() {
+        Ok(k) if CoarseTicks::allows_grids(k) => Ok(k),
+        _ => Err(format!("must be {choices}")),
+    }
+}
+
 fn parse_busy_ratio(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
     if v > 0.0 && v <= 1.0 {
@@ -496,6 +523,14 @@ impl Config {
     /// How long a loop under steady traffic waits between reads (`--read-window-us`).
     pub fn read_window(&self) -> Duration {
         Duration::from_micros(self.read_window_us)
+    }
+
+    /// Which passthrough owners each media loop puts on coarse tick grids.
+    pub fn coarse_ticks(&self) -> CoarseTicks {
+        CoarseTicks {
+            up_to: self.coarse_ticks_up_to,
+            grids: self.coarse_tick_grids,
+        }
     }
 
     /// Limits of the loops' ICE-TCP listeners.
@@ -714,6 +749,40 @@ mod tests {
         assert_eq!(parse(&[]).control_threads(16), 8);
         assert_eq!(parse(&["--control-threads", "3"]).control_threads(1), 3);
         assert!(Config::try_parse_from(["transceiver", "--control-threads", "0"]).is_err());
+    }
+
+    #[test]
+    fn coarse_ticks_default_to_two_grids_up_to_256_sessions() {
+        assert_eq!(parse(&[]).coarse_ticks(), CoarseTicks::default());
+        assert_eq!(
+            parse(&[]).coarse_ticks(),
+            CoarseTicks {
+                up_to: 256,
+                grids: 2
+            }
+        );
+        let c = parse(&["--coarse-ticks-up-to", "0", "--coarse-tick-grids", "5"]);
+        assert_eq!(c.coarse_ticks(), CoarseTicks { up_to: 0, grids: 5 });
+        assert_eq!(parse(&["--coarse-tick-grids", "1"]).coarse_ticks().grids, 1);
+    }
+
+    #[test]
+    fn coarse_tick_grids_other_than_1_2_or_5_are_refused() {
+        for bad in ["0", "3", "4", "10", "20", "-2", "two", ""] {
+            // `=`, so that "-2" reaches the value parser instead of reading as a flag.
+            let arg = format!("--coarse-tick-grids={bad}");
+            let err = Config::try_parse_from(["transceiver", arg.as_str()])
+                .expect_err(bad)
+                .to_string();
+            assert!(
+                err.contains("--coarse-tick-grids") && err.contains("must be 1, 2 or 5"),
+                "{bad:?}: {err}"
+            );
+        }
+        let err = Config::try_parse_from(["transceiver", "--coarse-ticks-up-to=-1"])
+            .expect_err("a session count is not negative")
+            .to_string();
+        assert!(err.contains("invalid value '-1'"), "{err}");
     }
 
     #[test]

@@ -41,7 +41,7 @@ use voxgate_proto::bridge::Uplink;
 use voxgate_udp_batch::{RecvBatch, SendBatch};
 
 use crate::media::arrival::ArrivalClock;
-use crate::media::audio_bridge::{BridgeError, OwnerEndpoints, StartedTalking};
+use crate::media::audio_bridge::{BridgeError, CoarseTicks, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::{self, BusyMeter, SharedBusy};
 use crate::media::core_share::CoreShare;
 use crate::media::demux::{Claim, Demux, SessionKey};
@@ -210,6 +210,9 @@ pub struct LoopSpec {
     pub relays: Vec<ipnet::IpNet>,
     /// Most taps a session may have (`--max-taps`).
     pub max_taps: usize,
+    /// Which passthrough owners tick on coarse grids (`--coarse-ticks-up-to`,
+    /// `--coarse-tick-grids`; see `audio_bridge::tick_grid`).
+    pub coarse_ticks: CoarseTicks,
     /// Where the loop's own ICE-TCP listener binds (`None`: no listener), and its limits.
     pub tcp_bind: Option<SocketAddr>,
     pub tcp_limits: TcpLimits,
@@ -237,6 +240,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
     let metrics = spec.metrics;
     let relays = spec.relays;
     let max_taps = spec.max_taps;
+    let coarse_ticks = spec.coarse_ticks;
     let read_window = spec.read_window;
     let busy = SharedBusy::default();
     let loop_busy = busy.clone();
@@ -271,6 +275,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 coalescing: ReadCoalescing::new(read_window),
                 relays,
                 max_taps,
+                coarse_ticks,
                 tcp,
                 tcp_ready: Vec::with_capacity(64),
                 tcp_frame,
@@ -395,6 +400,7 @@ struct MediaLoop {
     coalescing: ReadCoalescing,
     relays: Vec<ipnet::IpNet>,
     max_taps: usize,
+    coarse_ticks: CoarseTicks,
     /// The loop's own ICE-TCP listener and connections (direct mode).
     tcp: Option<TcpServer>,
     /// Connections with events this wakeup (reused, never shrinks).
@@ -940,6 +946,7 @@ impl MediaLoop {
     ) -> Result<(), AttachError> {
         let key = *self.ids.get(&id).ok_or(AttachError::NotFound)?;
         let loop_sessions = self.sessions.len();
+        let coarse_ticks = self.coarse_ticks;
         let session = self.sessions.get_mut(key).ok_or(AttachError::NotFound)?;
         // The dispatcher decides ownership and has approved this attach (it refuses a second
         // owner of a session it counts as owned). An owner still here is one it already gave
@@ -953,7 +960,7 @@ impl MediaLoop {
         }
         let metadata = session.metadata().clone();
         let bridge = session.bridge_mut();
-        bridge.choose_tick_grid(endpoints.mode, loop_sessions);
+        bridge.choose_tick_grid(endpoints.mode, loop_sessions, coarse_ticks);
         bridge.attach_owner(endpoints, now, &metadata)?;
         // The bridge may now have a tick: reschedule.
         self.drive(now, key, None);

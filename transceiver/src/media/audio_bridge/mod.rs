@@ -24,7 +24,7 @@ pub use owner_uplink::{
     ChannelTx, CloseReason, MuxLink, MuxReceiver, OwnerUplink, Refused, UPLINK_AUDIO_SLOTS,
     UPLINK_CONTROL_RESERVE, UPLINK_QUEUE,
 };
-pub use tick_grid::TickGrid;
+pub use tick_grid::{CoarseTicks, TickGrid};
 use uplink_decoder::Audience;
 
 use std::collections::VecDeque;
@@ -323,12 +323,13 @@ impl AudioBridge {
         samples * 1000 / u64::from(self.rate)
     }
 
-    /// Picks the grid the next owner's ticks fall on, from its audio mode and the size of the
-    /// loop that holds this session (see [`TickGrid::for_owner`]). Call before
-    /// [`AudioBridge::attach_owner`]; without it the session ticks on its fine grid.
-    pub fn choose_tick_grid(&mut self, mode: AudioMode, loop_sessions: usize) {
+    /// Picks the grid the next owner's ticks fall on, from its audio mode, the size of the
+    /// loop that holds this session and the loop's coarse-tick setting (see
+    /// [`TickGrid::for_owner`]). Call before [`AudioBridge::attach_owner`]; without it the
+    /// session ticks on its fine grid.
+    pub fn choose_tick_grid(&mut self, mode: AudioMode, loop_sessions: usize, coarse: CoarseTicks) {
         let cheap_ticks = mode == AudioMode::OpusPassthrough;
-        self.tick_grid = TickGrid::for_owner(&self.session_id, cheap_ticks, loop_sessions);
+        self.tick_grid = TickGrid::for_owner(&self.session_id, cheap_ticks, loop_sessions, coarse);
     }
 
     /// Makes `endpoints` the session's owner. The caller checked there was none.
@@ -999,29 +1000,46 @@ mod tests {
         // An id whose fine phase is not a coarse one, so the two choices differ.
         let id = (0..100)
             .map(|i| format!("{i:032x}"))
-            .find(|id| TickGrid::for_owner(id, true, 1) != TickGrid::for_session(id))
+            .find(|id| {
+                TickGrid::for_owner(id, true, 1, CoarseTicks::default())
+                    != TickGrid::for_session(id)
+            })
             .unwrap();
         let on = |grid: TickGrid, t: Instant| grid.first_after(t - FRAME) == t;
-        for (mode, loop_sessions, grid) in [
+        let coarse = CoarseTicks::default();
+        let off = CoarseTicks { up_to: 0, ..coarse };
+        for (mode, loop_sessions, setting, grid) in [
             (
                 AudioMode::OpusPassthrough,
                 1,
-                TickGrid::for_owner(&id, true, 1),
+                coarse,
+                TickGrid::for_owner(&id, true, 1, coarse),
             ),
-            (AudioMode::Pcm, 1, TickGrid::for_session(&id)),
+            (AudioMode::Pcm, 1, coarse, TickGrid::for_session(&id)),
             (
                 AudioMode::OpusPassthrough,
                 tick_grid::COARSE_UP_TO + 1,
+                coarse,
+                TickGrid::for_session(&id),
+            ),
+            // The loop's setting reaches the bridge: coarse ticks off.
+            (
+                AudioMode::OpusPassthrough,
+                1,
+                off,
                 TickGrid::for_session(&id),
             ),
         ] {
             let mut b = AudioBridge::new(id.clone(), SETTINGS);
             let (mut ep, _up, _down) = owner(48_000);
             ep.mode = mode;
-            b.choose_tick_grid(mode, loop_sessions);
+            b.choose_tick_grid(mode, loop_sessions, setting);
             b.attach_owner(ep, t0, &Default::default()).unwrap();
             let first = b.next_tick().unwrap();
-            assert!(on(grid, first), "{mode:?} in a loop of {loop_sessions}");
+            assert!(
+                on(grid, first),
+                "{mode:?} in a loop of {loop_sessions}, {setting:?}"
+            );
             b.tick(first);
             assert!(on(grid, b.next_tick().unwrap()), "stays on it");
         }

@@ -26,6 +26,12 @@
 //! wakes it (its packets are), and a coarse pass would grow: later sessions spread over every
 //! grid again.
 //!
+//! Both numbers are deployment settings ([`CoarseTicks`]: `--coarse-ticks-up-to`,
+//! `--coarse-tick-grids`), defaulting to two grids up to 256 sessions. Only two grids at 200
+//! sessions were measured, and 256 comes from a pass's length (see [`COARSE_UP_TO`]), so a host
+//! whose backends want the shortest uplink hand-off can turn coarse grids off, and one short of
+//! CPU can trade more hand-off for fewer wakeups.
+//!
 //! Pure arithmetic on `Instant`s; the epoch is taken once per process, so sessions on every
 //! loop share it; a session's phase comes from its id.
 
@@ -36,13 +42,49 @@ use super::FRAME;
 
 /// How many phase-shifted grids sessions are spread over.
 pub const PHASES: u32 = 10;
-/// How many of those a passthrough session of a small loop uses: every fifth, 10 ms apart.
+/// How many of those a passthrough session of a small loop uses by default: every fifth,
+/// 10 ms apart.
 pub const COARSE_PHASES: u32 = 2;
-/// Sessions a loop holds up to which a new passthrough owner ticks on the coarse grids. At
-/// this size a coarse pass walks about 128 sessions: about half a millisecond if every one
-/// plays a frame (a passthrough downlink packet costs about 4 µs in the process), and the loop
-/// still reads its socket every 100 µs of a pass.
+/// Sessions a loop holds up to which a new passthrough owner ticks on the coarse grids, by
+/// default. At this size a coarse pass walks about 128 sessions: about half a millisecond if
+/// every one plays a frame (a passthrough downlink packet costs about 4 µs in the process), and
+/// the loop still reads its socket every 100 µs of a pass.
 pub const COARSE_UP_TO: usize = 256;
+
+/// Which passthrough owners tick on coarse grids, and on how many of the `PHASES` fine ones
+/// (`--coarse-ticks-up-to`, `--coarse-tick-grids`). Each media loop holds a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoarseTicks {
+    /// A passthrough owner of a loop holding at most this many sessions gets a coarse grid;
+    /// 0: none does (every owner spreads over all `PHASES` grids, as PCM owners do).
+    pub up_to: usize,
+    /// How many evenly spaced fine grids the coarse owners share; one of
+    /// [`CoarseTicks::GRID_CHOICES`] (the config refuses others).
+    pub grids: u32,
+}
+
+impl CoarseTicks {
+    /// The coarse grid counts that space their grids evenly: the divisors of `PHASES` below
+    /// it (`PHASES` itself would be every grid, i.e. coarse ticks off). With any other count
+    /// the coarse grids would sit unevenly, and the fullest would carry the longest pass.
+    pub const GRID_CHOICES: [u32; 3] = [1, 2, 5];
+
+    /// Whether `grids` is one of [`CoarseTicks::GRID_CHOICES`].
+    pub fn allows_grids(grids: u32) -> bool {
+        Self::GRID_CHOICES.contains(&grids)
+    }
+}
+
+impl Default for CoarseTicks {
+    /// Two grids 10 ms apart for loops of up to 256 sessions: the measured setting (see the
+    /// module comment).
+    fn default() -> Self {
+        CoarseTicks {
+            up_to: COARSE_UP_TO,
+            grids: COARSE_PHASES,
+        }
+    }
+}
 
 /// A grid of instants `epoch + k × period`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,12 +110,19 @@ impl TickGrid {
     }
 
     /// The grid an owner's ticks fall on: a passthrough owner (`cheap_ticks`) of a loop that
-    /// holds at most [`COARSE_UP_TO`] sessions gets one of the [`COARSE_PHASES`] coarse
-    /// grids, which are fine grids too; anything else gets [`TickGrid::for_session`].
-    pub fn for_owner(session_id: &str, cheap_ticks: bool, loop_sessions: usize) -> Self {
+    /// holds at most `coarse.up_to` sessions gets one of the `coarse.grids` coarse grids,
+    /// which are fine grids too; anything else gets [`TickGrid::for_session`].
+    pub fn for_owner(
+        session_id: &str,
+        cheap_ticks: bool,
+        loop_sessions: usize,
+        coarse: CoarseTicks,
+    ) -> Self {
         let slot = slot_of(session_id);
-        if cheap_ticks && loop_sessions <= COARSE_UP_TO {
-            let stride = PHASES / COARSE_PHASES;
+        if cheap_ticks && coarse.up_to > 0 && loop_sessions <= coarse.up_to {
+            // Rounding the fine phase down to a multiple of the stride keeps the hash's even
+            // spread: each coarse grid takes the owners of `stride` fine ones.
+            let stride = PHASES / coarse.grids.clamp(1, PHASES);
             return TickGrid::shared().phase(slot - slot % stride, PHASES);
         }
         TickGrid::shared().phase(slot, PHASES)
@@ -161,41 +210,128 @@ mod tests {
     }
 
     /// How many of `ids` land on each fine grid as owners.
-    fn owners_per_phase(ids: &[String], cheap: bool, loop_sessions: usize) -> Vec<usize> {
+    fn owners_per_phase(
+        ids: &[String],
+        cheap: bool,
+        loop_sessions: usize,
+        coarse: CoarseTicks,
+    ) -> Vec<usize> {
         let mut per_phase = vec![0usize; PHASES as usize];
         for id in ids {
-            per_phase[TickGrid::for_owner(id, cheap, loop_sessions).slot() as usize] += 1;
+            per_phase[TickGrid::for_owner(id, cheap, loop_sessions, coarse).slot() as usize] += 1;
         }
         per_phase
     }
 
+    fn phases_in_use(per_phase: &[usize]) -> Vec<usize> {
+        (0..per_phase.len()).filter(|&p| per_phase[p] > 0).collect()
+    }
+
+    fn session_ids(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{i:032x}")).collect()
+    }
+
     #[test]
     fn passthrough_owners_of_a_small_loop_share_two_grids_10_ms_apart() {
-        let ids: Vec<String> = (0..200).map(|i| format!("{i:032x}")).collect();
-        let coarse = owners_per_phase(&ids, true, COARSE_UP_TO);
-        let used: Vec<usize> = (0..PHASES as usize).filter(|&p| coarse[p] > 0).collect();
-        assert_eq!(used, vec![0, 5], "{coarse:?}");
+        let ids = session_ids(200);
+        let coarse = owners_per_phase(&ids, true, COARSE_UP_TO, CoarseTicks::default());
+        assert_eq!(phases_in_use(&coarse), vec![0, 5], "{coarse:?}");
         assert!(
             coarse[0] >= 60 && coarse[5] >= 60,
             "both in use: {coarse:?}"
         );
         // A coarse grid is one of the fine ones: a loop with PCM sessions too gains no pass.
         for id in &ids {
-            let g = TickGrid::for_owner(id, true, 1);
+            let g = TickGrid::for_owner(id, true, 1, CoarseTicks::default());
             assert!((0..PHASES).any(|p| g == TickGrid::shared().phase(p, PHASES)));
-            assert_eq!(g, TickGrid::for_owner(id, true, 1), "stable");
+            assert_eq!(
+                g,
+                TickGrid::for_owner(id, true, 1, CoarseTicks::default()),
+                "stable"
+            );
         }
     }
 
     #[test]
     fn pcm_owners_and_owners_of_a_large_loop_spread_over_every_grid() {
-        let ids: Vec<String> = (0..200).map(|i| format!("{i:032x}")).collect();
-        let pcm = owners_per_phase(&ids, false, 1);
+        let ids = session_ids(200);
+        let pcm = owners_per_phase(&ids, false, 1, CoarseTicks::default());
         assert!(pcm.iter().all(|&n| n >= 5), "pcm: {pcm:?}");
-        let large = owners_per_phase(&ids, true, COARSE_UP_TO + 1);
+        let large = owners_per_phase(&ids, true, COARSE_UP_TO + 1, CoarseTicks::default());
         assert!(large.iter().all(|&n| n >= 5), "large loop: {large:?}");
         for id in &ids {
-            assert_eq!(TickGrid::for_owner(id, false, 1), TickGrid::for_session(id));
+            assert_eq!(
+                TickGrid::for_owner(id, false, 1, CoarseTicks::default()),
+                TickGrid::for_session(id)
+            );
+        }
+    }
+
+    #[test]
+    fn five_coarse_grids_are_every_other_phase_and_share_owners_evenly() {
+        let five = CoarseTicks {
+            grids: 5,
+            ..CoarseTicks::default()
+        };
+        let ids = session_ids(5_000);
+        let per_phase = owners_per_phase(&ids, true, COARSE_UP_TO, five);
+        assert_eq!(
+            phases_in_use(&per_phase),
+            vec![0, 2, 4, 6, 8],
+            "stride 2 (4 ms): {per_phase:?}"
+        );
+        // Each coarse grid takes the owners of two fine ones: a fifth of them, give or take a
+        // tenth of that (1,000 ± 100 of 5,000).
+        for p in [0, 2, 4, 6, 8] {
+            assert!(
+                (900..=1_100).contains(&per_phase[p]),
+                "phase {p} uneven: {per_phase:?}"
+            );
+        }
+        // Past `up_to` the setting no longer applies.
+        let large = owners_per_phase(&ids, true, COARSE_UP_TO + 1, five);
+        assert_eq!(phases_in_use(&large).len(), PHASES as usize, "{large:?}");
+    }
+
+    #[test]
+    fn one_coarse_grid_puts_every_passthrough_owner_on_the_same_phase() {
+        let one = CoarseTicks {
+            grids: 1,
+            ..CoarseTicks::default()
+        };
+        let per_phase = owners_per_phase(&session_ids(200), true, 1, one);
+        assert_eq!(phases_in_use(&per_phase), vec![0], "{per_phase:?}");
+        assert_eq!(per_phase[0], 200);
+    }
+
+    #[test]
+    fn with_coarse_ticks_off_a_passthrough_owner_gets_its_fine_grid() {
+        let off = CoarseTicks {
+            up_to: 0,
+            ..CoarseTicks::default()
+        };
+        let ids = session_ids(200);
+        for id in &ids {
+            // Whatever the loop's size, even an (impossible) empty one.
+            for loop_sessions in [0, 1, COARSE_UP_TO] {
+                assert_eq!(
+                    TickGrid::for_owner(id, true, loop_sessions, off),
+                    TickGrid::for_session(id),
+                    "{id} in a loop of {loop_sessions}"
+                );
+            }
+        }
+        let per_phase = owners_per_phase(&ids, true, 1, off);
+        assert!(per_phase.iter().all(|&n| n >= 5), "{per_phase:?}");
+    }
+
+    #[test]
+    fn the_grid_choices_are_the_divisors_of_the_phases_below_them() {
+        let divisors: Vec<u32> = (1..PHASES).filter(|&k| PHASES.is_multiple_of(k)).collect();
+        assert_eq!(CoarseTicks::GRID_CHOICES.to_vec(), divisors);
+        assert!(CoarseTicks::allows_grids(CoarseTicks::default().grids));
+        for bad in [0, 3, 4, PHASES, PHASES * 2] {
+            assert!(!CoarseTicks::allows_grids(bad), "{bad}");
         }
     }
 }
