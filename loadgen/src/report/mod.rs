@@ -186,6 +186,7 @@ mod tests {
                 mode: "pcm".into(),
                 sessions: 500,
                 runs: vec![run(200.0)],
+                beside: Vec::new(),
             }],
             ..Default::default()
         };

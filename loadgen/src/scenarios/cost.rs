@@ -11,8 +11,10 @@ use crate::backend::BackendConfig;
 use crate::codec_floor::{
     self, floor_at, Application, CodecFloor, CodecFloorArgs, EncoderSettings, BACKEND_RATES,
 };
+use crate::relay_load::{FlowResult, FlowTarget};
 use crate::report::cells::{at_most, med, num, thousands};
 use crate::report::runs::{cpu_per_session, server, us_per_packet};
+use crate::scenarios::relay;
 use crate::session_load::{self, LoadResult};
 use crate::stats::median;
 use crate::suite::args::Profile;
@@ -28,6 +30,22 @@ pub struct CostPoint {
     pub mode: String,
     pub sessions: usize,
     pub runs: Vec<LoadResult>,
+    /// The baselines of issue 12's ratio targets, each measured right after the run at the
+    /// same index of `runs` (`None` where it failed; empty for a point no target pairs).
+    /// Measured half an hour apart, the same baseline moved by a fifth between two full runs
+    /// (docs/SESSION_COST.md, "how far the machine moves"); seconds apart, a repetition's
+    /// ratio sees the machine as it was for its own run.
+    pub beside: Vec<Beside>,
+}
+
+/// A baseline measured beside one cost run (see [`CostPoint::beside`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Beside {
+    /// Target 1's: the bare forwarder flat out (a passthrough point at a target's sessions).
+    pub forwarder: Option<FlowResult>,
+    /// Target 3's: the codec floor at the point's rate and encoder (a PCM point).
+    pub floor: Option<CodecFloor>,
 }
 
 /// A kind of cost run: how the backend attaches and how the transceiver encodes.
@@ -182,23 +200,12 @@ pub fn measure_floor<R: Ledger>(s: &mut Runner<R>, slots: FloorSlots<R>) {
         s.say(&format!(
             "codec floor at {rate} Hz (libopus decode + encode, in process)"
         ));
-        let e = EncoderSettings::BENCH;
-        let a = CodecFloorArgs {
-            bitrate: e.bitrate,
-            complexity: e.complexity,
-            application: e.application,
-            sample_rate: rate,
-            duty: 0.5,
-            frames: s.plan.codec_frames,
-            repeats: if s.args.profile == Profile::Smoke {
-                1
-            } else {
-                5
-            },
-            codecs: 1,
-            out: None,
+        let repeats = if s.args.profile == Profile::Smoke {
+            1
+        } else {
+            5
         };
-        match codec_floor::run(&a) {
+        match codec_floor::run(&floor_args(s, rate, EncoderSettings::BENCH, repeats)) {
             Ok(f) => {
                 let (at_48k, by_rate) = slots(&mut s.results);
                 if rate == 48_000 {
@@ -209,6 +216,87 @@ pub fn measure_floor<R: Ledger>(s: &mut Runner<R>, slots: FloorSlots<R>) {
             Err(e) => s.record_error(&format!("codec floor {rate} Hz"), e),
         }
     }
+}
+
+/// The floor tool's arguments for `rate` and encoder `e`, on the plan's frames.
+fn floor_args<R: Ledger>(
+    s: &Runner<R>,
+    rate: u32,
+    e: EncoderSettings,
+    repeats: usize,
+) -> CodecFloorArgs {
+    CodecFloorArgs {
+        bitrate: e.bitrate,
+        complexity: e.complexity,
+        application: e.application,
+        sample_rate: rate,
+        duty: 0.5,
+        frames: s.plan.codec_frames,
+        repeats,
+        codecs: 1,
+        out: None,
+    }
+}
+
+/// The baselines a run of `mode` at `n` sessions is paired with, measured now (right after
+/// the run): the forwarder flat out for target 1's passthrough points, the codec floor for
+/// the PCM points target 3 reads. `None`: the point pairs nothing.
+fn measure_beside<R: Ledger>(s: &mut Runner<R>, mode: &CostMode, n: usize) -> Option<Beside> {
+    if mode.name == "passthrough" && relay::target_sessions(s).contains(&n) {
+        let forwarder = match forwarder_flat_out(s) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                s.record_error(&format!("forwarder beside passthrough {n}"), e);
+                None
+            }
+        };
+        return Some(Beside {
+            forwarder,
+            floor: None,
+        });
+    }
+    if target3_mode(mode) {
+        // Three repeats, not the up-front floor's five: the pairing, not the repeats, is what
+        // takes the machine's drift out, and each costs about a second at the full plan.
+        let repeats = if s.args.profile == Profile::Smoke {
+            1
+        } else {
+            3
+        };
+        let floor = match codec_floor::run(&floor_args(s, mode.sample_rate, mode.encoder, repeats))
+        {
+            Ok(f) => Some(f),
+            Err(e) => {
+                s.record_error(&format!("codec floor beside {}", mode.name), e);
+                None
+            }
+        };
+        return Some(Beside {
+            forwarder: None,
+            floor,
+        });
+    }
+    None
+}
+
+/// The bare forwarder flat out, as the relay scenario's throughput leg runs it.
+fn forwarder_flat_out<R: Ledger>(s: &mut Runner<R>) -> anyhow::Result<FlowResult> {
+    let loadgen = std::env::current_exe()?;
+    let (fwd, listen, sink) = s.start_forwarder(&loadgen)?;
+    s.flows(
+        FlowTarget::Forwarder,
+        Some(listen),
+        sink,
+        0.0,
+        Some(fwd.pid()),
+        None,
+    )
+}
+
+/// Whether target 3 reads points of `mode`: PCM with the default encoder (the floor is
+/// measured with the same settings).
+fn target3_mode(mode: &CostMode) -> bool {
+    mode.audio == AudioMode::Pcm && mode.encoder == EncoderSettings::BENCH
 }
 
 /// Every mode of the plan at every session count, then the plan's further modes at theirs,
@@ -267,9 +355,17 @@ fn interleaved(points: Vec<(String, usize, bool)>) -> Vec<Vec<(String, usize, bo
     groups
 }
 
-/// Runs a group's points, each repetition of them in turn, and saves each point.
+/// Runs a group's points, each repetition of them in turn, and saves each point. A run that
+/// a target pairs with a baseline has it measured right after it ([`measure_beside`]).
 fn run_group<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>, group: &[(String, usize, bool)]) {
-    let mut runs: Vec<Vec<LoadResult>> = vec![Vec::new(); group.len()];
+    let mut points: Vec<CostPoint> = group
+        .iter()
+        .map(|(mode, n, _)| CostPoint {
+            mode: mode.clone(),
+            sessions: *n,
+            ..CostPoint::default()
+        })
+        .collect();
     for rep in 0..s.plan.reps {
         for (i, (mode_name, n, profiled)) in group.iter().enumerate() {
             let Some(mode) = cost_mode(mode_name) else {
@@ -288,21 +384,20 @@ fn run_group<R: Ledger>(s: &mut Runner<R>, slots: CostSlots<R>, group: &[(String
             // Of the first repetition.
             let perf = *profiled && rep == 0 && s.plan.perf_secs > 0.0 && !s.skip("perf");
             match cost_run(s, slots, &format!("cost-{mode_name}-{n}"), *n, mode, perf) {
-                Ok(r) => runs[i].push(r),
+                Ok(r) => {
+                    points[i].runs.push(r);
+                    if let Some(b) = measure_beside(s, mode, *n) {
+                        points[i].beside.push(b);
+                    }
+                }
                 Err(e) => s.record_error(&format!("cost {mode_name} {n}"), e),
             }
         }
     }
-    for ((mode_name, n, _), runs) in group.iter().zip(runs) {
-        if cost_mode(mode_name).is_none() {
-            continue;
+    for point in points {
+        if cost_mode(&point.mode).is_some() {
+            slots(&mut s.results).0.push(point);
         }
-        let point = CostPoint {
-            mode: mode_name.clone(),
-            sessions: *n,
-            runs,
-        };
-        slots(&mut s.results).0.push(point);
     }
     s.save();
 }
@@ -362,17 +457,41 @@ fn cost_run<R: Ledger>(
 /// uplink packet the clients sent decoded, every downlink packet they received encoded.
 fn work_floor_ratio(runs: &[LoadResult], floor: Option<&CodecFloor>) -> Option<f64> {
     let f = floor?;
-    let ratios: Vec<f64> = runs
-        .iter()
-        .filter_map(|r| {
-            let cpu = r.server.as_ref()?.cpu_secs;
-            let work = (r.window_audio_sent as f64 * f.decode_us_per_frame
-                + r.window_audio_received as f64 * f.encode_us_per_frame)
-                / 1e6;
-            (work > 0.0).then_some(cpu / work)
-        })
-        .collect();
+    let ratios: Vec<f64> = runs.iter().filter_map(|r| run_floor_ratio(r, f)).collect();
     median(&ratios)
+}
+
+/// One run's CPU over the libopus cost of the frames it handled, at floor `f`.
+fn run_floor_ratio(r: &LoadResult, f: &CodecFloor) -> Option<f64> {
+    let cpu = r.server.as_ref()?.cpu_secs;
+    let work = (r.window_audio_sent as f64 * f.decode_us_per_frame
+        + r.window_audio_received as f64 * f.encode_us_per_frame)
+        / 1e6;
+    (work > 0.0).then_some(cpu / work)
+}
+
+/// Each run's ratio to the codec floor measured right after it (runs whose floor failed are
+/// left out). Empty for a point measured without floors beside it.
+pub fn paired_floor_ratios(p: &CostPoint) -> Vec<f64> {
+    p.runs
+        .iter()
+        .zip(&p.beside)
+        .filter_map(|(r, b)| run_floor_ratio(r, b.floor.as_ref()?))
+        .collect()
+}
+
+/// Each run's CPU per packet over that of the forwarder flat out right after it (target 1).
+/// Empty for a point measured without the forwarder beside it.
+pub fn paired_forwarder_ratios(p: &CostPoint) -> Vec<f64> {
+    p.runs
+        .iter()
+        .zip(&p.beside)
+        .filter_map(|(r, b)| {
+            let fwd = b.forwarder.as_ref()?.us_per_packet;
+            let ours = us_per_packet(std::slice::from_ref(r))?;
+            (fwd > 0.0).then_some(ours / fwd)
+        })
+        .collect()
 }
 
 /// The floor a point of `mode` is compared with: the one at its backend rate, measured with
@@ -389,31 +508,49 @@ fn floor_for<'a>(mode: &str, floors: &'a [CodecFloor]) -> Option<&'a CodecFloor>
     (m.audio == AudioMode::Pcm && m.encoder == measured_with).then_some(f)
 }
 
+/// A PCM point's ratio to the codec floor (target 3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FloorRatio {
+    /// The median of `reps`.
+    pub ratio: f64,
+    pub sessions: usize,
+    /// Each repetition's ratio.
+    pub reps: Vec<f64>,
+    /// Whether each repetition was compared with the floor measured right after it (else
+    /// with the floor measured before the cost runs).
+    pub paired: bool,
+}
+
 /// PCM CPU against the codec floor at backend rate `rate` (same rate, same encoder settings):
-/// the worst ratio over the points measured at that rate with the default encoder, and that
-/// point's sessions. For the Targets table (issue 12: ≤ 1.3 × at 16 and 24 kHz, ≤ 1.5 × at
-/// 48 kHz).
-pub fn pcm_floor_ratio(
-    cost: &[CostPoint],
-    floors: &[CodecFloor],
-    rate: u32,
-) -> Option<(f64, usize)> {
+/// the worst point measured at that rate with the default encoder. Each repetition is
+/// compared with the floor measured beside it when the point has them, else with the one of
+/// `floors` measured before the cost runs. For the Targets table (issue 12: ≤ 1.3 × at 16 and
+/// 24 kHz, ≤ 1.5 × at 48 kHz).
+pub fn pcm_floor_ratio(cost: &[CostPoint], floors: &[CodecFloor], rate: u32) -> Option<FloorRatio> {
     cost.iter()
         .filter(|p| !p.runs.is_empty())
-        .filter(|p| {
-            cost_mode(&p.mode).is_some_and(|m| {
-                m.audio == AudioMode::Pcm
-                    && m.sample_rate == rate
-                    && m.encoder == EncoderSettings::BENCH
+        .filter(|p| cost_mode(&p.mode).is_some_and(|m| target3_mode(m) && m.sample_rate == rate))
+        .filter_map(|p| {
+            let paired = paired_floor_ratios(p);
+            let (reps, paired) = if paired.is_empty() {
+                let f = floor_for(&p.mode, floors)?;
+                let reps: Vec<f64> = p
+                    .runs
+                    .iter()
+                    .filter_map(|r| run_floor_ratio(r, f))
+                    .collect();
+                (reps, false)
+            } else {
+                (paired, true)
+            };
+            Some(FloorRatio {
+                ratio: median(&reps)?,
+                sessions: p.sessions,
+                reps,
+                paired,
             })
         })
-        .filter_map(|p| {
-            Some((
-                work_floor_ratio(&p.runs, floor_for(&p.mode, floors))?,
-                p.sessions,
-            ))
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .max_by(|a, b| a.ratio.total_cmp(&b.ratio))
 }
 
 /// The PCM sessions one loop admitted in mode `mode` (`"pcm"`: the default encoder,
@@ -896,6 +1033,7 @@ mod tests {
                 sessions_signaled: admitted,
                 ..LoadResult::default()
             }],
+            beside: Vec::new(),
         }
     }
 
@@ -910,16 +1048,107 @@ mod tests {
             // Another encoder: not compared with the default encoder's floor.
             point("pcm-lowdelay-c0", 500, 0.01, 500),
         ];
-        let (ratio, n) = pcm_floor_ratio(&cost, &floors, 16_000).unwrap();
-        assert!((ratio - 1.5).abs() < 1e-9 && n == 250, "{ratio} at {n}");
-        let (ratio, n) = pcm_floor_ratio(&cost, &floors, 48_000).unwrap();
-        assert!((ratio - 1.25).abs() < 1e-9 && n == 100, "{ratio} at {n}");
+        let w = pcm_floor_ratio(&cost, &floors, 16_000).unwrap();
+        assert!(
+            (w.ratio - 1.5).abs() < 1e-9 && w.sessions == 250 && !w.paired,
+            "{w:?}"
+        );
+        let w = pcm_floor_ratio(&cost, &floors, 48_000).unwrap();
+        assert!(
+            (w.ratio - 1.25).abs() < 1e-9 && w.sessions == 100 && !w.paired,
+            "{w:?}"
+        );
         assert!(
             pcm_floor_ratio(&cost, &floors, 24_000).is_none(),
             "no points"
         );
         assert!(floor_for("pcm-lowdelay-c0", &floors).is_none());
         assert!(floor_for("passthrough", &floors).is_none());
+    }
+
+    /// `point` with three runs of `cpu` seconds each, every one with a floor measured beside
+    /// it (decode `decode[i]` µs, encode twice that).
+    fn paired_point(mode: &str, cpu: [f64; 3], decode: [f64; 3]) -> CostPoint {
+        let one = point(mode, 100, 0.0, 100).runs.remove(0);
+        CostPoint {
+            mode: mode.into(),
+            sessions: 100,
+            runs: cpu
+                .iter()
+                .map(|&c| LoadResult {
+                    server: Some(ServerUsage {
+                        cpu_secs: c,
+                        ..ServerUsage::default()
+                    }),
+                    ..one.clone()
+                })
+                .collect(),
+            beside: decode
+                .iter()
+                .map(|&d| Beside {
+                    forwarder: None,
+                    floor: Some(floor(16_000, d, 2.0 * d)),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn each_repetition_is_compared_with_the_floor_measured_beside_it() {
+        // The machine slows down by half between repetitions, runs and floors alike: each
+        // repetition's own ratio is 1.2, while its CPU against the up-front floor (10 µs
+        // decode, 20 µs encode: 0.02 s of work) reads 1.2, 1.5 and 1.8.
+        let cost = [paired_point(
+            "pcm16k",
+            [0.024, 0.030, 0.036],
+            [10.0, 12.5, 15.0],
+        )];
+        let w = pcm_floor_ratio(&cost, &[floor(16_000, 10.0, 20.0)], 16_000).unwrap();
+        assert!(w.paired, "{w:?}");
+        assert!((w.ratio - 1.2).abs() < 1e-9, "{w:?}");
+        assert!(w.reps.iter().all(|r| (r - 1.2).abs() < 1e-9), "{w:?}");
+        // A failed floor leaves its repetition out of the pairing.
+        let mut gap = cost.clone();
+        gap[0].beside[1].floor = None;
+        assert_eq!(paired_floor_ratios(&gap[0]).len(), 2);
+        // Without floors beside, the up-front floor.
+        let mut none = cost.clone();
+        none[0].beside.clear();
+        let w = pcm_floor_ratio(&none, &[floor(16_000, 10.0, 20.0)], 16_000).unwrap();
+        assert!(!w.paired && (w.ratio - 1.5).abs() < 1e-9, "{w:?}");
+    }
+
+    #[test]
+    fn passthrough_runs_are_compared_with_the_forwarder_run_beside_them() {
+        // 1,500 audio packets per run: 0.015 s is 10 µs a packet.
+        let mut p = point("passthrough", 100, 0.0, 100);
+        let one = p.runs.remove(0);
+        for cpu in [0.015, 0.030] {
+            p.runs.push(LoadResult {
+                server: Some(ServerUsage {
+                    cpu_secs: cpu,
+                    ..ServerUsage::default()
+                }),
+                ..one.clone()
+            });
+        }
+        p.beside = [5.0, 10.0]
+            .iter()
+            .map(|&us| Beside {
+                forwarder: Some(FlowResult {
+                    us_per_packet: us,
+                    ..FlowResult::default()
+                }),
+                floor: None,
+            })
+            .collect();
+        let r = paired_forwarder_ratios(&p);
+        assert!(
+            r.len() == 2 && r.iter().all(|x| (x - 2.0).abs() < 1e-9),
+            "{r:?}"
+        );
+        p.beside.clear();
+        assert!(paired_forwarder_ratios(&p).is_empty());
     }
 
     #[test]

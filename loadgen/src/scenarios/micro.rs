@@ -325,6 +325,7 @@ mod tests {
             mode: "passthrough".into(),
             sessions: 1000,
             runs: vec![run],
+            beside: Vec::new(),
         }];
         let mut md = String::new();
         process_breakdown(&mut md, &cost, &[prof]);

@@ -52,6 +52,16 @@ pub const SESSION_PPS: f64 = 75.0;
 /// The sessions target 1 is measured at (the smoke profile's own cost sessions instead).
 const TARGET_SESSIONS: [usize; 2] = [100, 1_000];
 
+/// The passthrough session counts target 1 reads: [`TARGET_SESSIONS`], or in the smoke
+/// profile its own cost sessions, so the smoke run goes through the same code.
+pub fn target_sessions<R: Ledger>(s: &Runner<R>) -> Vec<usize> {
+    if s.args.profile == Profile::Smoke {
+        s.plan.cost_sessions.clone()
+    } else {
+        TARGET_SESSIONS.to_vec()
+    }
+}
+
 /// Flat-out throughput of each middle process, then one-way latency at half the relay's
 /// maximum, the same rate for every path.
 pub fn run<R: Ledger>(s: &mut Runner<R>, section: fn(&mut R) -> &mut RelaySection) {
@@ -107,12 +117,7 @@ fn forwarder_paced<R: Ledger>(
     section: fn(&mut R) -> &mut RelaySection,
     loadgen: &Path,
 ) {
-    let sessions: Vec<usize> = if s.args.profile == Profile::Smoke {
-        s.plan.cost_sessions.clone()
-    } else {
-        TARGET_SESSIONS.to_vec()
-    };
-    for n in sessions {
+    for n in target_sessions(s) {
         let rate = n as f64 * SESSION_PPS;
         let what = format!("relay: bare forwarder paced like {n} sessions ({rate:.0} pps)");
         let runs = s.repeat(&what, "forwarder paced", |s, _| {

@@ -62,10 +62,11 @@ impl Plan {
                 uplink_loss: 0.05,
                 perf_secs: 0.0,
                 modes: vec!["pcm".into()],
-                // One run through the path a backend at another rate takes, and one with a
-                // `Session` stream per call.
+                // One run through the path a backend at another rate takes, one through target
+                // 1's pairing with the forwarder, and one with a `Session` stream per call.
                 cost_extra: vec![
                     ("pcm16k".into(), vec![4]),
+                    ("passthrough".into(), vec![4]),
                     ("passthrough-sessions".into(), vec![4]),
                 ],
                 relay_latency_baselines: false,
