@@ -74,10 +74,9 @@ fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
             let m = median(&paired);
             let _ = writeln!(
                 md,
-                "| {label} | {} × (the median of {} repetitions' ratios {}, each against the forwarder flat out right after it; medians {} µs vs {} µs; against the relay scenario's forwarder, {} µs: {} ×) | {} |",
+                "| {label} | {} × ({}, each against the forwarder flat out right after it; medians {} µs vs {} µs; against the relay scenario's forwarder, {} µs: {} ×) | {} |",
                 num(m, 2),
-                paired.len(),
-                list(&paired),
+                of_repetitions(&paired),
                 num(pt, 2),
                 num(beside, 2),
                 num(fwd, 2),
@@ -154,11 +153,10 @@ fn pcm_vs_floor(md: &mut String, r: &SuiteResults) {
                 "against the floor measured before the cost runs"
             };
             format!(
-                "{:.2} × at {} sessions (the median of {} repetitions' ratios {}, {how})",
+                "{:.2} × at {} sessions ({}, {how})",
                 w.ratio,
                 w.sessions,
-                w.reps.len(),
-                list(&w.reps)
+                of_repetitions(&w.reps)
             )
         });
         let _ = writeln!(
@@ -339,12 +337,18 @@ fn below_capacity(p: &CostPoint) -> bool {
         })
 }
 
-/// `xs` as "1.23, 1.31, 1.40".
-fn list(xs: &[f64]) -> String {
-    xs.iter()
+/// Where a median of repetitions' ratios comes from: "the median of 3 repetitions' ratios
+/// 1.23, 1.31, 1.40", or "one repetition" when there was one.
+fn of_repetitions(xs: &[f64]) -> String {
+    if xs.len() == 1 {
+        return "one repetition".into();
+    }
+    let list = xs
+        .iter()
         .map(|x| format!("{x:.2}"))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    format!("the median of {} repetitions' ratios {list}", xs.len())
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
