@@ -279,18 +279,10 @@ fn measure_beside<R: Ledger>(s: &mut Runner<R>, mode: &CostMode, n: usize) -> Op
     None
 }
 
-/// The bare forwarder flat out, as the relay scenario's throughput leg runs it.
+/// The bare forwarder flat out, run exactly as the relay scenario's throughput leg runs it.
 fn forwarder_flat_out<R: Ledger>(s: &mut Runner<R>) -> anyhow::Result<FlowResult> {
     let loadgen = std::env::current_exe()?;
-    let (fwd, listen, sink) = s.start_forwarder(&loadgen)?;
-    s.flows(
-        FlowTarget::Forwarder,
-        Some(listen),
-        sink,
-        0.0,
-        Some(fwd.pid()),
-        None,
-    )
+    relay::through(s, FlowTarget::Forwarder, 0.0, "", &loadgen)
 }
 
 /// Whether target 3 reads points of `mode`: PCM with the default encoder (the floor is

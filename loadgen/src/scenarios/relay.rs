@@ -267,8 +267,8 @@ fn measure<R: Ledger>(
 }
 
 /// One flow run at `rate` through a fresh middle process of `target` (none for the direct
-/// path), stopped when the run is over.
-fn through<R: Ledger>(
+/// path), stopped when the run is over. `key` is the fleet key (read by the relay legs only).
+pub fn through<R: Ledger>(
     s: &mut Runner<R>,
     target: FlowTarget,
     rate: f64,
