@@ -25,7 +25,9 @@ use voxgate_transceiver::control::ingress::IngressSelector;
 use voxgate_transceiver::control::signaling::{self, AppState};
 use voxgate_transceiver::control::signaling_server;
 use voxgate_transceiver::media::audio_bridge::EncoderSettings;
-use voxgate_transceiver::media::r#loop::{self as media_loop, LoopEvent, LoopSpec, SessionEnded};
+use voxgate_transceiver::media::r#loop::{
+    self as media_loop, LoopEvent, LoopSettings, LoopSpec, SessionEnded,
+};
 use voxgate_transceiver::metrics::Metrics;
 
 fn main() -> ExitCode {
@@ -82,6 +84,14 @@ fn run(config: Config) -> anyhow::Result<()> {
     } else {
         core_affinity::get_core_ids().unwrap_or_default()
     };
+    let loop_settings = LoopSettings {
+        priority: config.loop_priority,
+        relays: config.relays.clone(),
+        max_taps: config.max_taps,
+        coarse_ticks: config.coarse_ticks(),
+        tcp_limits: config.tcp_limits(),
+        read_window: config.read_window(),
+    };
     let mut handles = Vec::with_capacity(loop_count);
     let mut threads = Vec::with_capacity(loop_count);
     for index in 0..loop_count {
@@ -90,16 +100,11 @@ fn run(config: Config) -> anyhow::Result<()> {
             index,
             bind,
             core: (!cores.is_empty()).then(|| cores[index % cores.len()]),
-            priority: config.loop_priority,
             metrics: metrics.loop_metrics(index),
             events: events_tx.clone(),
             ended: ended_tx.clone(),
-            relays: config.relays.clone(),
-            max_taps: config.max_taps,
-            coarse_ticks: config.coarse_ticks(),
             tcp_bind: config.loop_tcp_listen(index, bind),
-            tcp_limits: config.tcp_limits(),
-            read_window: config.read_window(),
+            settings: loop_settings.clone(),
         })
         .with_context(|| format!("binding media loop {index} on {bind}"))?;
         handles.push(handle);

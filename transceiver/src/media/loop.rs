@@ -197,15 +197,24 @@ impl LoopHandle {
     }
 }
 
+/// What one loop is: its place among the loops, its sockets and its channels.
 pub struct LoopSpec {
     pub index: usize,
     pub bind: SocketAddr,
     pub core: Option<core_affinity::CoreId>,
-    /// Scheduling priority for the loop's thread (`--loop-priority`).
-    pub priority: LoopPriority,
     pub metrics: LoopMetrics,
     pub events: mpsc::Sender<LoopEvent>,
     pub ended: mpsc::UnboundedSender<SessionEnded>,
+    /// Where the loop's own ICE-TCP listener binds (`None`: no listener).
+    pub tcp_bind: Option<SocketAddr>,
+    pub settings: LoopSettings,
+}
+
+/// How every loop of the process behaves (the media flags; the same for all loops).
+#[derive(Debug, Clone)]
+pub struct LoopSettings {
+    /// Scheduling priority for the loop's thread (`--loop-priority`).
+    pub priority: LoopPriority,
     /// Networks allowed to send relay-framed datagrams (`--relays`); empty: none.
     pub relays: Vec<ipnet::IpNet>,
     /// Most taps a session may have (`--max-taps`).
@@ -213,8 +222,7 @@ pub struct LoopSpec {
     /// Which passthrough owners tick on coarse grids (`--coarse-ticks-up-to`,
     /// `--coarse-tick-grids`; see `audio_bridge::tick_grid`).
     pub coarse_ticks: CoarseTicks,
-    /// Where the loop's own ICE-TCP listener binds (`None`: no listener), and its limits.
-    pub tcp_bind: Option<SocketAddr>,
+    /// Limits of the loop's own ICE-TCP listener.
     pub tcp_limits: TcpLimits,
     /// Under steady traffic, read the socket at most once per this window (`--read-window-us`;
     /// zero: read every datagram as it wakes the loop). See `read_coalescing`.
@@ -230,18 +238,21 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
         .register(&mut socket, SOCKET, Interest::READABLE)?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
     let tcp_addr = tcp.as_ref().map(TcpServer::local_addr);
-    let tcp_frame = vec![0; spec.tcp_limits.max_frame];
+    let tcp_frame = vec![0; spec.settings.tcp_limits.max_frame];
     let (tx, rx) = std::sync::mpsc::sync_channel(COMMAND_QUEUE);
     let index = spec.index;
     let core = spec.core;
-    let priority = spec.priority;
     let events = spec.events;
     let ended = spec.ended;
     let metrics = spec.metrics;
-    let relays = spec.relays;
-    let max_taps = spec.max_taps;
-    let coarse_ticks = spec.coarse_ticks;
-    let read_window = spec.read_window;
+    let LoopSettings {
+        priority,
+        relays,
+        max_taps,
+        coarse_ticks,
+        tcp_limits: _,
+        read_window,
+    } = spec.settings;
     let busy = SharedBusy::default();
     let loop_busy = busy.clone();
     let thread = std::thread::Builder::new()
@@ -307,7 +318,7 @@ const EPHEMERAL_PAIR_ATTEMPTS: usize = 16;
 /// pair is retried on a new ephemeral port; any other failure is returned as it is.
 fn bind_media(spec: &LoopSpec, poll: &Poll) -> io::Result<MediaSockets> {
     let bind = spec.bind;
-    bind_pair(bind, spec.tcp_bind, spec.tcp_limits, poll, || {
+    bind_pair(bind, spec.tcp_bind, spec.settings.tcp_limits, poll, || {
         bind_udp(bind)
     })
 }
