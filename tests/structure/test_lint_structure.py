@@ -69,6 +69,16 @@ def test_tests_may_use_the_module_they_test(tmp_path):
     assert check(root) == []
 
 
+def test_inline_tests_using_super_name_their_own_file(tmp_path):
+    # `super::*` inside a file's `mod tests { }` is the file itself, not its parent.
+    root = tree(tmp_path, {
+        "c/src/lib.rs": "pub mod m;\n",
+        "c/src/m/mod.rs": "mod leaf;\npub use leaf::L;\n",
+        "c/src/m/leaf.rs": "pub struct L;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+    })
+    assert check(root) == []
+
+
 def test_a_long_file_counts_only_lines_besides_its_tests(tmp_path):
     body = "fn x() {}\n" * 690
     tests = "#[cfg(test)]\nmod tests {\n" + "    #[test] fn t() {}\n" * 100 + "}\n"

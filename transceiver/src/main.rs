@@ -25,9 +25,8 @@ use voxgate_transceiver::control::ingress::IngressSelector;
 use voxgate_transceiver::control::signaling::{self, AppState};
 use voxgate_transceiver::control::signaling_server;
 use voxgate_transceiver::media::audio_bridge::EncoderSettings;
-use voxgate_transceiver::media::r#loop::{
-    self as media_loop, LoopEvent, LoopSettings, LoopSpec, SessionEnded,
-};
+use voxgate_transceiver::media::command::{LoopEvent, SessionEnded};
+use voxgate_transceiver::media::event_loop::{self, LoopSettings, LoopSpec};
 use voxgate_transceiver::metrics::Metrics;
 
 fn main() -> ExitCode {
@@ -96,7 +95,7 @@ fn run(config: Config) -> anyhow::Result<()> {
     let mut threads = Vec::with_capacity(loop_count);
     for index in 0..loop_count {
         let bind = config.loop_listen(index);
-        let (handle, thread) = media_loop::spawn(LoopSpec {
+        let (handle, thread) = event_loop::spawn(LoopSpec {
             index,
             bind,
             core: (!cores.is_empty()).then(|| cores[index % cores.len()]),

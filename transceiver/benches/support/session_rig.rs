@@ -22,10 +22,11 @@ use voxgate_testkit::{ClientSession, SessionConfig, SignalSource};
 use voxgate_transceiver::backend::bridge_service::{DOWNLINK_QUEUE, UPLINK_QUEUE};
 use voxgate_transceiver::control::offer::validate_offer;
 use voxgate_transceiver::media::audio_bridge::{
-    EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, TickGrid, FRAME,
+    CoarseTicks, EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, TickGrid, FRAME,
 };
 use voxgate_transceiver::media::session::{
-    is_binding_success, Candidates, ClientPath, Session, SessionId, SessionParams, SessionState,
+    is_binding_success, Candidates, ClientPath, LoopTicks, Session, SessionId, SessionParams,
+    SessionState,
 };
 
 /// The client's (fake) address. Nothing is bound: datagrams never touch a socket.
@@ -238,9 +239,14 @@ impl Call {
         let answer_text = answer.clone();
         let backend = mode.map(|mode| {
             let (endpoints, backend) = Backend::endpoints(mode);
+            // Coarse ticks off: the owner ticks on the session's own grid, which the rig's
+            // clock starts on (see above).
+            let ticks = LoopTicks {
+                sessions: 1,
+                coarse: CoarseTicks::OFF,
+            };
             session
-                .bridge_mut()
-                .attach_owner(endpoints, now, &Default::default())
+                .attach_owner(now, endpoints, ticks)
                 .expect("owner attaches");
             backend
         });

@@ -35,7 +35,7 @@ use crate::control::plane::ControlPlane;
 use crate::media::audio_bridge::{
     valid_sample_rate, EncoderChoice, OpusApplication, OwnerEndpoints, OwnerUplink, PendingClears,
 };
-use crate::media::r#loop::AttachError;
+use crate::media::session::AttachError;
 use crate::media::session::SessionId;
 
 /// Uplink messages buffered per subscriber (see `audio_bridge::owner_uplink`). Public so the

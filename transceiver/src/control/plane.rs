@@ -26,7 +26,9 @@ use crate::control::registry::{Refusal, Registry};
 use crate::control::talk_crest::{TalkCrest, TALK_SWING_OVER_FLOOR};
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::SharedBusy;
-use crate::media::r#loop::{AttachError, Command, LoopEvent, LoopHandle, SessionEnded};
+use crate::media::command::{Command, LoopEvent, SessionEnded};
+use crate::media::event_loop::LoopHandle;
+use crate::media::session::AttachError;
 use crate::media::session::{
     Candidates, EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
 };

@@ -3,19 +3,33 @@
 //! Sans-IO like str0m itself: datagrams and time go in ([`Session::handle_datagram`],
 //! [`Session::handle_timeout`]), transmits come out through a sink in [`Session::poll`], which
 //! also returns the next deadline. The media loop owns the socket and the clock.
+//!
+//! The session also owns its audio bridge: the loop attaches owners and taps through the
+//! session ([`Session::attach_owner`], [`Session::add_tap`]) and collects what the bridge
+//! counted since its last look with [`Session::take_report`].
+//!
+//! Beside it: where the client is and how replies reach it ([`path`]), who the session is and
+//! why it ended ([`state`]), and what the control plane is shown of it ([`snapshot`]).
 
-use std::fmt;
+mod path;
+mod snapshot;
+mod state;
+
+pub use path::{is_binding_success, Candidates, ClientPath, ClientPaths, Route, MAX_CLIENT_ADDRS};
+pub use snapshot::{PathSnapshot, SessionCounters, SessionSnapshot};
+pub use state::{EndReason, OwnerLoss, SessionError, SessionId, SessionState};
+
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use std::collections::HashMap;
-
 use crate::media::arrival::RtpArrivals;
-use crate::media::audio_bridge::{AudioBridge, BridgeAction, EncoderSettings};
+use crate::media::audio_bridge::{
+    AudioBridge, BridgeAction, BridgeError, CloseReason, CoarseTicks, EncoderSettings,
+    OwnerEndpoints, StartedTalking,
+};
 use crate::media::demux::PeerKey;
-use crate::metrics::BridgeCounters;
+use crate::metrics::{BridgeCounters, HandoffHistogram};
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
 use str0m::config::DtlsCert;
@@ -30,204 +44,36 @@ pub use voxgate_proto::relay_header::Transport;
 /// before closing DTLS.
 const CLOSE_GRACE: Duration = Duration::from_millis(100);
 
-/// Most client addresses a session keeps in the demux map (a browser may probe several pairs).
-pub const MAX_CLIENT_ADDRS: usize = 8;
-
-/// Where a client's datagrams come from: its address, the relay that carried them (if any),
-/// and the transport: UDP, or a TCP connection (the loop's own, or the relay's `conn`).
-/// Replies to the client go back the same way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientPath {
-    pub addr: SocketAddr,
-    pub via: Option<SocketAddr>,
-    pub transport: Transport,
-}
-
-impl ClientPath {
-    /// A UDP client reached directly.
-    pub fn direct_udp(addr: SocketAddr) -> Self {
-        ClientPath {
-            addr,
-            via: None,
-            transport: Transport::Udp,
-        }
-    }
-
-    /// The demux key of the client (its address and whether it speaks TCP).
-    pub fn peer(&self) -> PeerKey {
-        PeerKey {
-            addr: self.addr,
-            tcp: self.is_tcp(),
-        }
-    }
-
-    pub fn is_tcp(&self) -> bool {
-        matches!(self.transport, Transport::Tcp { .. })
-    }
-
-    /// How replies on this path leave the loop.
-    pub fn route(&self) -> Route {
-        match self.via {
-            None => Route::Direct(self.transport),
-            Some(relay) => Route::Via(relay, self.transport),
-        }
-    }
-}
-
-/// How a transmit leaves the loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// Straight to the client: a UDP datagram, or a frame on the loop's TCP connection `conn`.
-    Direct(Transport),
-    /// Framed, through this relay, echoing the transport (and TCP connection id) it came on.
-    Via(SocketAddr, Transport),
-    /// No authenticated path leads to the destination: not sent (counted by the loop).
-    Unrouted,
-}
-
-/// The addresses a session advertises as its ICE candidates, by transport: UDP host candidates
-/// (a relay ingress's public addresses, or the loop's own socket), and passive TCP host
-/// candidates (RFC 6544) beside them (the ingress's relay TCP ports, or the loop's own
-/// listener). Decided per session by the control plane.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Candidates {
-    pub udp: Vec<SocketAddr>,
-    pub tcp: Vec<SocketAddr>,
-}
-
-/// STUN Binding success response (type 0x0101): str0m's answer to an authenticated check.
-pub fn is_binding_success(bytes: &[u8]) -> bool {
-    bytes.len() >= 20 && bytes[0] == 0x01 && bytes[1] == 0x01
-}
-
-/// Random 128-bit session id, shown as 32 lowercase hex chars.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SessionId(pub u128);
-
-impl SessionId {
-    pub fn random() -> Self {
-        SessionId(rand::random())
-    }
-}
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
-    }
-}
-
-impl FromStr for SessionId {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
-        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(());
-        }
-        u128::from_str_radix(s, 16).map(SessionId).map_err(|_| ())
-    }
-}
-
-/// How a session lost its owning backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OwnerLoss {
-    /// The owner's stream ended without a hangup.
-    StreamEnded,
-    /// The owner left its uplink queue full past `--backend-stall-secs` and was dropped.
-    Stalled,
-}
-
-/// Why a session ended; also the `reason` label of `voxgate_sessions_ended_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndReason {
-    Deleted,
-    IceDisconnected,
-    ConnectTimeout,
-    ClosedByPeer,
-    RtcError,
-    Shutdown,
-    /// The backend hung up (Downlink.hangup).
-    BackendHangup,
-    /// No backend took the session within the dispatch policy.
-    NoBackend,
-    /// The session reached `--max-session-secs`.
-    MaxDuration,
-}
-
-impl EndReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndReason::Deleted => "deleted",
-            EndReason::IceDisconnected => "ice_disconnected",
-            EndReason::ConnectTimeout => "connect_timeout",
-            EndReason::ClosedByPeer => "closed_by_peer",
-            EndReason::RtcError => "rtc_error",
-            EndReason::Shutdown => "shutdown",
-            EndReason::BackendHangup => "backend_hangup",
-            EndReason::NoBackend => "no_backend",
-            EndReason::MaxDuration => "max_duration",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionState {
-    Connecting,
-    Connected,
-    Ended,
-}
-
-/// Per-session counters, owned by the loop, reported by `GET /v1/sessions/{id}`.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct SessionCounters {
-    pub datagrams_in: u64,
-    pub bytes_in: u64,
-    pub datagrams_out: u64,
-    pub bytes_out: u64,
-    pub audio_packets_in: u64,
-    pub audio_packets_out: u64,
-    pub channel_messages_in: u64,
-    pub ice_restarts: u64,
-}
-
-/// A point-in-time view of a session for the control plane.
-#[derive(Debug, Clone, Serialize)]
-pub struct SessionSnapshot {
-    pub id: String,
-    pub state: SessionState,
-    #[serde(rename = "loop")]
-    pub loop_index: usize,
-    pub server_ufrag: String,
-    pub client_addrs: Vec<String>,
-    /// Every authenticated path: the client address, `udp`/`tcp`, and the relay (if any).
-    pub client_paths: Vec<PathSnapshot>,
-    /// Relays the client's datagrams arrive through (empty in direct mode).
-    pub relays: Vec<String>,
-    pub age_ms: u64,
-    pub connect_ms: Option<u64>,
-    pub data_channel_open: bool,
-    pub backend_attached: bool,
-    pub taps: usize,
-    pub counters: SessionCounters,
-    pub bridge: BridgeCounters,
-}
-
-/// One authenticated path of a session, as `GET /v1/sessions/{id}` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PathSnapshot {
-    pub addr: String,
-    pub transport: &'static str,
-    pub via: Option<String>,
-}
-
+/// Why a backend stream could not attach to (or tap) a session.
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error("offer rejected: {0}")]
-    Offer(String),
-    #[error("bad candidate address {0}: {1}")]
-    Candidate(SocketAddr, String),
-    #[error("session is not connected yet; ICE restart needs an established session")]
-    NotConnected,
+pub enum AttachError {
+    #[error("no such session")]
+    NotFound,
+    #[error("session already has {0} taps (--max-taps)")]
+    TooManyTaps(usize),
+    #[error("{0}")]
+    Bridge(#[from] BridgeError),
+}
+
+/// What the loop a session lives on tells it when an owner attaches: how many sessions the
+/// loop holds and its coarse-tick setting, which pick the grid the owner's ticks fall on.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopTicks {
+    pub sessions: usize,
+    pub coarse: CoarseTicks,
+}
+
+/// What a session's bridge did since the loop last asked ([`Session::take_report`]).
+#[derive(Debug, Default)]
+pub struct SessionReport {
+    /// Bridge counts since the last report, for the loop's metrics (O(1), no scan).
+    pub bridge: BridgeCounters,
+    /// Uplink hand-off latencies observed since the last report.
+    pub handoff: HandoffHistogram,
+    /// A PCM owner's backend played its first frame (once per owner).
+    pub started_talking: Option<StartedTalking>,
+    /// The owning backend was lost: how, and which owner (its `owner_id`).
+    pub owner_lost: Option<(OwnerLoss, u64)>,
 }
 
 /// Everything needed to build a session's `Rtc`, decided by the control plane.
@@ -261,19 +107,15 @@ pub struct Session {
     channel_labels: Vec<(ChannelId, String)>,
     bridge: AudioBridge,
     metadata: HashMap<String, String>,
-    /// Set when the owning backend was lost (how, and which owner); the loop reports it and
-    /// clears it.
-    pub owner_lost: Option<(OwnerLoss, u64)>,
+    /// Set when the owning backend was lost (how, and which owner), until the loop takes the
+    /// session's report.
+    owner_lost: Option<(OwnerLoss, u64)>,
     /// A graceful end: when to start str0m's close (after the goodbye message went out).
     close_at: Option<Instant>,
     /// Bridge counters already added to the loop's metrics.
     published_bridge: BridgeCounters,
-    /// Authenticated paths: an address and its relay enter (or change) only when str0m answers
-    /// a check that arrived on that path.
-    client_addrs: Vec<ClientPath>,
-    /// The path of the binding request being handled, so str0m's answer goes back the way the
-    /// check came; cleared when the loop has drained the session's output.
-    check_path: Option<ClientPath>,
+    /// Where the client is: the paths str0m authenticated, and the check being answered.
+    paths: ClientPaths,
     state: SessionState,
     end_reason: Option<EndReason>,
     created: Instant,
@@ -372,8 +214,7 @@ impl Session {
             owner_lost: None,
             close_at: None,
             published_bridge: BridgeCounters::default(),
-            client_addrs: Vec::new(),
-            check_path: None,
+            paths: ClientPaths::default(),
             state: SessionState::Connecting,
             end_reason: None,
             created: now,
@@ -407,23 +248,7 @@ impl Session {
 
     /// The demux keys of the session's authenticated paths.
     pub fn client_peers(&self) -> impl Iterator<Item = PeerKey> + '_ {
-        self.client_addrs.iter().map(ClientPath::peer)
-    }
-
-    /// How a transmit reaches its destination: the answer to the check being handled goes
-    /// back on the check's path; everything else only on an authenticated path.
-    fn route_for(&self, t: &Transmit) -> Route {
-        let tcp = t.proto != Protocol::Udp;
-        let on = |p: &ClientPath| p.addr == t.destination && p.is_tcp() == tcp;
-        if let Some(check) = self.check_path {
-            if on(&check) && is_binding_success(&t.contents) {
-                return check.route();
-            }
-        }
-        self.client_addrs
-            .iter()
-            .find(|p| on(p))
-            .map_or(Route::Unrouted, ClientPath::route)
+        self.paths.iter().map(ClientPath::peer)
     }
 
     pub fn counters(&self) -> &SessionCounters {
@@ -462,7 +287,7 @@ impl Session {
     ) -> bool {
         let source = from.addr;
         if binding_request {
-            self.check_path = Some(from);
+            self.paths.begin_check(from);
         }
         let (proto, tcp) = match from.transport {
             Transport::Udp => (Protocol::Udp, false),
@@ -496,11 +321,11 @@ impl Session {
             }
         }
         if self.state == SessionState::Connecting && now >= self.connect_deadline {
-            self.end(EndReason::ConnectTimeout);
+            self.end(now, EndReason::ConnectTimeout);
             return;
         }
         if self.end_deadline.is_some_and(|t| now >= t) {
-            self.end(EndReason::MaxDuration);
+            self.end(now, EndReason::MaxDuration);
             return;
         }
         if self.bridge.next_tick().is_some_and(|t| t <= now) {
@@ -511,7 +336,7 @@ impl Session {
         }
         if let Err(e) = self.rtc.handle_input(Input::Timeout(now)) {
             tracing::info!(parent: &self.span, error = %e, "session failed on timeout");
-            self.end(EndReason::RtcError);
+            self.end(now, EndReason::RtcError);
         }
     }
 
@@ -523,7 +348,7 @@ impl Session {
         send: &mut dyn FnMut(&Transmit, Route),
     ) -> Option<Instant> {
         let next = self.drain_output(now, send);
-        self.check_path = None;
+        self.paths.end_check();
         next
     }
 
@@ -563,13 +388,13 @@ impl Session {
                 Ok(Output::Transmit(t)) => {
                     self.counters.datagrams_out += 1;
                     self.counters.bytes_out += t.contents.len() as u64;
-                    let route = self.route_for(&t);
+                    let route = self.paths.route_for(&t);
                     send(&t, route);
                 }
                 Ok(Output::Event(e)) => self.on_event(now, e),
                 Err(e) => {
                     tracing::info!(parent: &self.span, error = %e, "session failed");
-                    self.end(EndReason::RtcError);
+                    self.end(now, EndReason::RtcError);
                     return None;
                 }
             }
@@ -601,7 +426,7 @@ impl Session {
             }
             Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
                 // ICE-lite: str0m reports Disconnected when consent checks stop arriving.
-                self.end(EndReason::IceDisconnected);
+                self.end(now, EndReason::IceDisconnected);
             }
             Event::ChannelOpen(id, label) => {
                 self.channel.get_or_insert(id);
@@ -619,13 +444,13 @@ impl Session {
                     .map_or("", |(_, l)| l.as_str());
                 self.bridge.on_channel_data(label, d.binary, &d.data);
             }
-            Event::Closed => self.end(EndReason::ClosedByPeer),
+            Event::Closed => self.end(now, EndReason::ClosedByPeer),
             _ => {}
         }
     }
 
     /// Ends the session: str0m gets to flush its goodbyes on the next poll.
-    pub fn end(&mut self, reason: EndReason) {
+    pub fn end(&mut self, now: Instant, reason: EndReason) {
         if self.is_ended() {
             return;
         }
@@ -650,27 +475,59 @@ impl Session {
                 });
                 // Give SCTP a moment to deliver the message before the DTLS close.
                 let grace = if told { CLOSE_GRACE } else { Duration::ZERO };
-                self.close_at = Some(Instant::now() + grace);
+                self.close_at = Some(now + grace);
             }
         }
         tracing::info!(parent: &self.span, reason = reason.as_str(), counters = ?self.counters, "session ended");
     }
 
-    /// Bridge counts since the last call, for the loop's metrics (O(1), no scan).
-    pub fn take_bridge_deltas(&mut self) -> BridgeCounters {
+    /// What the bridge counted and what happened to the owner since the last call.
+    pub fn take_report(&mut self) -> SessionReport {
         let now = *self.bridge.counters();
-        let d = now.since(&self.published_bridge);
+        let bridge = now.since(&self.published_bridge);
         self.published_bridge = now;
-        d
+        SessionReport {
+            bridge,
+            handoff: self.bridge.take_handoff(),
+            started_talking: self.bridge.take_started_talking(),
+            owner_lost: self.owner_lost.take(),
+        }
     }
 
-    /// Audio bridge access for the loop (attach, taps).
-    pub fn bridge_mut(&mut self) -> &mut AudioBridge {
-        &mut self.bridge
+    /// Makes a backend stream the session's owner. The dispatcher decides ownership and has
+    /// approved this attach (it refuses a second owner of a session it counts as owned), so
+    /// an owner still here is one it already gave up on (its worker vanished, or it stalled)
+    /// whose streams have not closed yet, e.g. a frozen backend's other connections awaiting
+    /// their keepalive timeout: it is replaced. The new owner's ticks fall on a grid chosen
+    /// from its mode and the loop's size (see `audio_bridge::tick_grid`).
+    pub fn attach_owner(
+        &mut self,
+        now: Instant,
+        endpoints: OwnerEndpoints,
+        ticks: LoopTicks,
+    ) -> Result<(), AttachError> {
+        if self.bridge.has_live_owner() {
+            tracing::info!(parent: &self.span, "replacing an owner the dispatcher gave up on");
+            self.bridge.detach_owner(CloseReason::Replaced);
+        }
+        self.bridge
+            .choose_tick_grid(endpoints.mode, ticks.sessions, ticks.coarse);
+        self.bridge.attach_owner(endpoints, now, &self.metadata)?;
+        Ok(())
     }
 
-    pub fn metadata(&self) -> &HashMap<String, String> {
-        &self.metadata
+    /// Adds a listen-only subscriber to the session's uplink, unless the session already has
+    /// `max_taps` live ones.
+    pub fn add_tap(
+        &mut self,
+        tap: tokio::sync::mpsc::Sender<voxgate_proto::bridge::Uplink>,
+        max_taps: usize,
+    ) -> Result<(), AttachError> {
+        if self.bridge.live_tap_count() >= max_taps {
+            return Err(AttachError::TooManyTaps(max_taps));
+        }
+        self.bridge.add_tap(tap)?;
+        Ok(())
     }
 
     /// The bridge's 20 ms tick: act on backend messages, then send at most one Opus frame.
@@ -688,7 +545,7 @@ impl Session {
                 }
                 BridgeAction::Hangup(reason) => {
                     tracing::info!(parent: &self.span, %reason, "backend hung up");
-                    self.end(EndReason::BackendHangup);
+                    self.end(now, EndReason::BackendHangup);
                     return true;
                 }
                 BridgeAction::OwnerLost => {
@@ -757,26 +614,15 @@ impl Session {
         }
     }
 
-    /// Records a path on which str0m has answered an authenticated check: a new client, or a
-    /// known one that now arrives through another relay (relay restart or failover) or on
-    /// another TCP connection, whose replies take the new path from now on. Returns a client
-    /// evicted to keep the list bounded.
+    /// Records a path on which str0m has answered an authenticated check (see
+    /// [`ClientPaths::add`]); returns a client evicted to keep the list bounded.
     pub fn add_client_addr(&mut self, path: ClientPath) -> Option<PeerKey> {
-        let peer = path.peer();
-        if let Some(p) = self.client_addrs.iter_mut().find(|p| p.peer() == peer) {
-            *p = path;
-            return None;
-        }
-        self.client_addrs.push(path);
-        if self.client_addrs.len() > MAX_CLIENT_ADDRS {
-            return Some(self.client_addrs.remove(0).peer());
-        }
-        None
+        self.paths.add(path)
     }
 
     /// Drops a client that another session has since authenticated.
     pub fn forget_client_addr(&mut self, peer: PeerKey) {
-        self.client_addrs.retain(|p| p.peer() != peer);
+        self.paths.forget(peer);
     }
 
     /// ICE restart: accept the new offer, but keep the session on this loop by replacing the
@@ -819,13 +665,9 @@ impl Session {
             state: self.state,
             loop_index,
             server_ufrag: self.ufrag.clone(),
-            client_addrs: self
-                .client_addrs
-                .iter()
-                .map(|p| p.addr.to_string())
-                .collect(),
+            client_addrs: self.paths.iter().map(|p| p.addr.to_string()).collect(),
             client_paths: self
-                .client_addrs
+                .paths
                 .iter()
                 .map(|p| PathSnapshot {
                     addr: p.addr.to_string(),
@@ -835,7 +677,7 @@ impl Session {
                 .collect(),
             relays: {
                 let mut r: Vec<String> = self
-                    .client_addrs
+                    .paths
                     .iter()
                     .filter_map(|p| p.via.map(|v| v.to_string()))
                     .collect();
@@ -853,22 +695,5 @@ impl Session {
             counters: self.counters,
             bridge: *self.bridge.counters(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn session_id_round_trips_through_hex() {
-        let id = SessionId::random();
-        let text = id.to_string();
-        assert_eq!(text.len(), 32);
-        assert_eq!(text.parse::<SessionId>(), Ok(id));
-        assert!("xyz".parse::<SessionId>().is_err());
-        assert!("+0000000000000000000000000000000"
-            .parse::<SessionId>()
-            .is_err());
     }
 }

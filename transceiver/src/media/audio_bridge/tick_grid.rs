@@ -69,6 +69,12 @@ impl CoarseTicks {
     /// the coarse grids would sit unevenly, and the fullest would carry the longest pass.
     pub const GRID_CHOICES: [u32; 3] = [1, 2, 5];
 
+    /// No coarse grids: every owner ticks on its session's own fine grid.
+    pub const OFF: CoarseTicks = CoarseTicks {
+        up_to: 0,
+        grids: COARSE_PHASES,
+    };
+
     /// Whether `grids` is one of [`CoarseTicks::GRID_CHOICES`].
     pub fn allows_grids(grids: u32) -> bool {
         Self::GRID_CHOICES.contains(&grids)

@@ -1,0 +1,49 @@
+//! What `GET /v1/sessions/{id}` shows of a session: its counters and a point-in-time view.
+
+use serde::Serialize;
+
+use crate::media::session::state::SessionState;
+use crate::metrics::BridgeCounters;
+
+/// Per-session counters, owned by the loop, reported by `GET /v1/sessions/{id}`.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct SessionCounters {
+    pub datagrams_in: u64,
+    pub bytes_in: u64,
+    pub datagrams_out: u64,
+    pub bytes_out: u64,
+    pub audio_packets_in: u64,
+    pub audio_packets_out: u64,
+    pub channel_messages_in: u64,
+    pub ice_restarts: u64,
+}
+
+/// A point-in-time view of a session for the control plane.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSnapshot {
+    pub id: String,
+    pub state: SessionState,
+    #[serde(rename = "loop")]
+    pub loop_index: usize,
+    pub server_ufrag: String,
+    pub client_addrs: Vec<String>,
+    /// Every authenticated path: the client address, `udp`/`tcp`, and the relay (if any).
+    pub client_paths: Vec<PathSnapshot>,
+    /// Relays the client's datagrams arrive through (empty in direct mode).
+    pub relays: Vec<String>,
+    pub age_ms: u64,
+    pub connect_ms: Option<u64>,
+    pub data_channel_open: bool,
+    pub backend_attached: bool,
+    pub taps: usize,
+    pub counters: SessionCounters,
+    pub bridge: BridgeCounters,
+}
+
+/// One authenticated path of a session, as `GET /v1/sessions/{id}` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathSnapshot {
+    pub addr: String,
+    pub transport: &'static str,
+    pub via: Option<String>,
+}
