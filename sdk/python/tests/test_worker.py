@@ -84,7 +84,7 @@ async def test_dispatched_call_carries_audio_messages_and_progress_both_ways(
                 if len(got) == 40:
                     break
             assert all(len(f.pcm) == RATE // 50 * 2 for f in got)
-            assert all(f.sample_rate_hz == RATE for f in got)
+            assert all(f.sample_rate == RATE for f in got)
             seqs = [f.sequence for f in got]
             assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "no gaps"
             assert abs(dominant_hz(b"".join(f.pcm for f in got), RATE) - 440) < 15
@@ -443,7 +443,7 @@ async def test_a_write_that_fails_on_this_side_hands_the_call_back_to_be_dispatc
             raise grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(),
                                        grpc.aio.Metadata(), "Internal error from Core")
 
-        call._writer.write = fails
+        call._stream.write = fails
         with pytest.raises(voxgate.TransceiverGoneError, match="Internal error from Core"):
             await call.send("lost")
         assert call.ended.is_set() and call.end_reason == "error"
