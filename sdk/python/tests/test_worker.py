@@ -127,6 +127,26 @@ async def test_a_call_attached_late_still_learns_the_data_channel_is_open(
             assert "late but heard" in caller.messages
 
 
+async def test_a_message_sent_at_once_on_attach_waits_for_the_callers_data_channel(
+        transceiver, caller_factory, token):
+    # A backend that greets the caller as soon as it has the call: the caller's data channel
+    # opens only after ICE, DTLS and SCTP, well after the attach, and the transceiver drops a
+    # message for a channel that is not open. `send` waits for the channel instead.
+    async with voxgate.Worker(transceiver.grpc_target, token=token,
+                              sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        connecting = asyncio.ensure_future(caller_factory())
+        try:
+            async with await next_call(worker) as call:
+                assert not call.data_channel_open.is_set(), "the channel opened before the test"
+                await call.send("hello at once")
+                caller = await asyncio.wait_for(connecting, TIMEOUT)
+                await poll(lambda: "hello at once" in caller.messages, timeout=5.0,
+                           what="the message sent before the data channel opened")
+        finally:
+            await connecting
+
+
 async def test_declined_call_goes_to_another_worker(transceiver, caller_factory, token):
     async with (voxgate.Worker(transceiver.grpc_target, token=token, worker_id="a",
                                sample_rate=RATE) as a,
