@@ -25,7 +25,14 @@ class AudioMode(enum.IntEnum):
     OPUS_PASSTHROUGH = 1
 
 
-class OpusApplication(str, enum.Enum):
+class _StrEnum(str, enum.Enum):
+    """A `str` enum that prints as its value (as 3.11's `enum.StrEnum`; 3.10 has none)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class OpusApplication(_StrEnum):
     """How the transceiver encodes a worker's audio (the proto's `OpusApplication`)."""
 
     VOIP = "voip"
@@ -33,11 +40,8 @@ class OpusApplication(str, enum.Enum):
     #: CELT only: cheaper for the transceiver, and suits synthetic (TTS) speech.
     LOWDELAY = "lowdelay"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class CallState(str, enum.Enum):
+class CallState(_StrEnum):
     """Where a `Call` is in its life: PENDING -> ATTACHED -> CLOSING -> ENDED, or straight to
     ENDED (declined, refused, or the session ended)."""
 
@@ -45,16 +49,13 @@ class CallState(str, enum.Enum):
     PENDING = "pending"
     #: `accept()` was called: this worker owns the session.
     ATTACHED = "attached"
-    #: `close()` is letting go of the stream.
+    #: `aclose()` is letting go of the stream.
     CLOSING = "closing"
     #: Over: `Call.end_reason` says why, `Call.error` says if it broke.
     ENDED = "ended"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class EventKind(str, enum.Enum):
+class EventKind(_StrEnum):
     """A session event's kind, as a `Tap` yields it in `Event.kind`."""
 
     UNSPECIFIED = "unspecified"
@@ -62,9 +63,6 @@ class EventKind(str, enum.Enum):
     CONNECTED = "connected"
     ENDED = "ended"
     DATA_CHANNEL_OPEN = "data_channel_open"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True, slots=True)

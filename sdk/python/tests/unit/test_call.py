@@ -64,6 +64,14 @@ def make_call(transport: FakeTransport, **options) -> tuple[voxgate.Call, list, 
     return call, rejected, done
 
 
+async def attached(*then: pb.Uplink) -> tuple[voxgate.Call, FakeTransport]:
+    """An accepted call on a fake stream (the events in `then` follow ATTACHED)."""
+    transport = FakeTransport(*then)
+    call, _, _ = make_call(transport)
+    await call.accept()
+    return call, transport
+
+
 def sent_texts(transport: FakeTransport) -> list[str]:
     return [m.data.text for m in transport.stream.written if m.WhichOneof("kind") == "data"]
 
@@ -84,9 +92,7 @@ async def test_accept_sends_the_workers_choices_and_the_call_is_attached():
 
 
 async def test_a_send_before_the_data_channel_opens_waits_for_it():
-    transport = FakeTransport()
-    call, _, _ = make_call(transport)
-    await call.accept()
+    call, transport = await attached()
     sending = asyncio.ensure_future(call.send("first"))
     await asyncio.sleep(0.05)
     assert not sending.done() and sent_texts(transport) == [], "sent into a closed channel"
@@ -98,9 +104,7 @@ async def test_a_send_before_the_data_channel_opens_waits_for_it():
 
 
 async def test_a_send_raises_when_the_data_channel_stays_shut_and_sends_nothing():
-    transport = FakeTransport()
-    call, _, _ = make_call(transport)
-    await call.accept()
+    call, transport = await attached()
     with pytest.raises(voxgate.DataChannelNotOpenError, match="did not open within 0.05 s"):
         await call.send("lost?", timeout=0.05)
     assert sent_texts(transport) == []
@@ -110,9 +114,7 @@ async def test_a_send_raises_when_the_data_channel_stays_shut_and_sends_nothing(
 
 
 async def test_a_send_waiting_for_the_channel_fails_when_the_call_ends():
-    transport = FakeTransport()
-    call, _, _ = make_call(transport)
-    await call.accept()
+    call, transport = await attached()
     sending = asyncio.ensure_future(call.send("too late"))
     await asyncio.sleep(0.01)
     call._on_uplink(event(pb.SessionEvent.ENDED, "deleted"))
@@ -154,9 +156,7 @@ async def test_the_uplink_is_sorted_and_the_end_event_ends_the_call():
 
 
 async def test_a_stream_that_closes_without_ended_breaks_the_call():
-    transport = FakeTransport()
-    call, _, _ = make_call(transport)
-    await call.accept()
+    call, transport = await attached()
     ended = []
     call.on_ended(lambda c: ended.append(c.end_reason))
     transport.sink._on_closed(None)
@@ -169,9 +169,7 @@ async def test_a_stream_that_closes_without_ended_breaks_the_call():
 
 
 async def test_a_clear_is_answered_in_order_and_fails_when_the_call_ends():
-    transport = FakeTransport()
-    call, _, _ = make_call(transport)
-    await call.accept()
+    call, transport = await attached()
     first = asyncio.ensure_future(call.clear())
     second = asyncio.ensure_future(call.clear())
     await asyncio.sleep(0.01)
