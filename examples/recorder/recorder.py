@@ -78,23 +78,22 @@ class Recorder:
             self.done.set()
 
     async def run(self) -> None:
-        async with voxgate.Worker(self.args.target, token=self.args.token,
-                                  capacity=self.args.capacity, worker_id=self.args.worker_id,
-                                  sample_rate=self.args.sample_rate) as worker:
-            tasks: set[asyncio.Task] = set()
+        # Leaving the block cancels the recordings still running (their calls are dropped, so
+        # the transceiver can hand them to another worker), then closes the worker.
+        async with (voxgate.Worker(self.args.target, token=self.args.token,
+                                   capacity=self.args.capacity, worker_id=self.args.worker_id,
+                                   sample_rate=self.args.sample_rate) as worker,
+                    voxgate.TaskSet("recordings") as tasks):
 
             async def dispatch() -> None:
                 async for call in worker.calls():
-                    task = asyncio.create_task(self.record(call))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                    tasks.create_task(self.record(call), name=f"record-{call.session_id}")
 
             await worker.wait_registered(30)
             log.info("registered as %s (capacity %d) at %s", worker.worker_id,
                      self.args.capacity, self.args.target)
-            dispatching = asyncio.create_task(dispatch())
+            tasks.create_task(dispatch(), name="dispatch")
             await self.done.wait()
-            dispatching.cancel()
 
 
 def parse_args(argv=None) -> argparse.Namespace:

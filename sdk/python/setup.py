@@ -5,15 +5,26 @@ tree: `build_py` runs grpc_tools.protoc on proto/grpc/voxgate.proto (two folders
 repository) or on the copy an sdist carries (proto/voxgate.proto beside this file), and writes
 them straight into the build. The .proto is mapped to the virtual path voxgate/_proto/ so that
 the generated modules import each other as `voxgate._proto.voxgate_pb2`.
+
+Nothing of a build lands in the source tree either: `build/` and `voxgate.egg-info` go to a
+scratch directory of this process, removed when it exits (a `--build-base` or `--egg-base`
+given on the command line still wins).
 """
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
+from setuptools.command.build import build
 from setuptools.command.build_py import build_py
+from setuptools.command.egg_info import egg_info
 from setuptools.command.sdist import sdist
 
 HERE = Path(__file__).resolve().parent
+SCRATCH = Path(tempfile.mkdtemp(prefix="voxgate-sdk-build-"))
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 SDIST_PROTO = HERE / "proto" / "voxgate.proto"
 REPO_PROTO = HERE.parent.parent / "proto" / "grpc" / "voxgate.proto"
 
@@ -23,6 +34,18 @@ def find_proto() -> Path:
         if p.is_file():
             return p
     raise SystemExit(f"voxgate.proto not found (looked at {REPO_PROTO} and {SDIST_PROTO})")
+
+
+class BuildOutsideTree(build):
+    def initialize_options(self) -> None:
+        super().initialize_options()
+        self.build_base = str(SCRATCH / "build")
+
+
+class EggInfoOutsideTree(egg_info):
+    def initialize_options(self) -> None:
+        super().initialize_options()
+        self.egg_base = str(SCRATCH)
 
 
 class BuildPyWithStubs(build_py):
@@ -58,4 +81,5 @@ class SdistWithProto(sdist):
         (dest / "voxgate.proto").write_bytes(find_proto().read_bytes())
 
 
-setup(cmdclass={"build_py": BuildPyWithStubs, "sdist": SdistWithProto})
+setup(cmdclass={"build": BuildOutsideTree, "build_py": BuildPyWithStubs,
+                "egg_info": EggInfoOutsideTree, "sdist": SdistWithProto})

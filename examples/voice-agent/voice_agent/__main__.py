@@ -23,9 +23,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="calls served at once (env VOXGATE_AGENT_CAPACITY; default 4)")
     p.add_argument("--worker-id", default=os.environ.get("VOXGATE_AGENT_WORKER_ID"),
                    help="worker id (env VOXGATE_AGENT_WORKER_ID; default <host>-<pid>)")
-    # Piper's synthetic speech does not need the speech codec: the CELT-only encoder costs the
-    # transceiver about a third as much per call (docs/BENCHMARKS.md, the encoder matrix).
-    p.add_argument("--opus-application", choices=["voip", "audio", "lowdelay"],
+    # Piper's synthetic speech does not need the speech codec: the CELT-only encoder is the
+    # cheaper one for the transceiver (docs/BENCHMARKS.md, the encoder matrix).
+    p.add_argument("--opus-application", choices=[a.value for a in voxgate.OpusApplication],
                    default=os.environ.get("VOXGATE_AGENT_OPUS_APPLICATION", "lowdelay"),
                    help="how the transceiver encodes the agent's speech (env "
                    "VOXGATE_AGENT_OPUS_APPLICATION; default lowdelay)")

@@ -8,7 +8,8 @@ how much of the reply the caller heard. ASR and TTS run in worker threads so the
 never waits on them.
 
 Everything the agent does is reported to the caller as JSON on the data channel, which is what
-the demo page and the tests read:
+the demo page and the tests read (a caller whose channel does not open within
+EVENTS_WAIT_S gets none, and the log says so; the conversation goes on without them):
   {"type": "user", "text": ...}                       what it understood
   {"type": "agent", "text": ..., "item_id": ...}       what it answers
   {"type": "turn", "item_id": ..., "t": {...}}        the turn's timestamps (µs, wall clock)
@@ -37,6 +38,9 @@ log = logging.getLogger("voice_agent")
 RATE = 16_000
 PRE_ROLL_FRAMES = 15  # 300 ms before the VAD onset belong to the utterance
 MAX_UTTERANCE_S = 15
+# How long an event waits for the caller's data channel to open (`Call.send` waits for it);
+# after one that timed out the call's events are off, so the replies are not held up.
+EVENTS_WAIT_S = 2.0
 
 
 def now_us() -> int:
@@ -67,13 +71,16 @@ class Conversation:
         self.models = models
         self.vad = StreamingVad(models.vad)
         self.turns = TurnDetector(turns)
+        # The reply being spoken (at most one at a time); failed replies are logged.
         self.reply_task: asyncio.Task | None = None
+        self.replies_running = voxgate.TaskSet(f"{call.session_id} replies")
         self.audible_until = 0.0  # monotonic time the queued reply audio runs out
         self.item_id = ""
         self.replies = 0
         self.utterance = bytearray()
         self.pre_roll: deque[bytes] = deque(maxlen=PRE_ROLL_FRAMES)
         self.last_speech_frame: voxgate.AudioFrame | None = None
+        self.events_on = True
 
     async def run(self) -> None:
         async with self.call:
@@ -83,8 +90,7 @@ class Conversation:
                 async for frame in self.call.audio():
                     await self.on_frame(frame)
             finally:
-                if self.reply_task is not None:
-                    self.reply_task.cancel()
+                await self.replies_running.aclose()
 
     def replying(self) -> bool:
         running = self.reply_task is not None and not self.reply_task.done()
@@ -139,7 +145,7 @@ class Conversation:
         }
         if self.reply_task is not None and not self.reply_task.done():
             self.reply_task.cancel()
-        self.reply_task = asyncio.create_task(self.reply(utterance, t))
+        self.reply_task = self.replies_running.create_task(self.reply(utterance, t))
 
     async def reply(self, utterance: bytes, t: dict[str, int]) -> None:
         call = self.call
@@ -170,16 +176,20 @@ class Conversation:
                 await self.send({"type": "turn", "item_id": self.item_id, "t": t})
 
     async def send(self, event: dict) -> None:
+        if not self.events_on:
+            return
         try:
-            await self.call.send(json.dumps(event))
-        except voxgate.VoxgateError:
-            pass  # the call ended: nobody to tell
+            await self.call.send(json.dumps(event), timeout=EVENTS_WAIT_S)
+        except voxgate.DataChannelNotOpenError as e:
+            self.events_on = False
+            log.info("%s; no more events on this call", e)
+        except voxgate.VoxgateError as e:
+            log.debug("%s: event not sent: %s", self.call.session_id, e)  # the call is over
 
 
 async def serve(worker: voxgate.Worker, models: Models) -> None:
-    """Runs one Conversation per dispatched call until the worker closes."""
-    tasks: set[asyncio.Task] = set()
-    async for call in worker.calls():
-        task = asyncio.create_task(Conversation(call, models).run())
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+    """Runs one Conversation per dispatched call until the worker closes; the conversations
+    still running when it returns (or is cancelled) are cancelled."""
+    async with voxgate.TaskSet("conversations") as tasks:
+        async for call in worker.calls():
+            tasks.create_task(Conversation(call, models).run(), name=f"call-{call.session_id}")

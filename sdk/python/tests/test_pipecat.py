@@ -1,5 +1,6 @@
 """voxgate.pipecat with a minimal Pipecat pipeline, a real transceiver and a real caller:
-audio and data-channel messages both ways, and an interruption that clears the reply."""
+audio and data-channel messages both ways, an interruption that clears the reply, and the
+connection reported as Pipecat's transports report it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 pytest.importorskip("pipecat", reason="the [pipecat] extra is not installed")
 
 from pipecat.frames.frames import (  # noqa: E402
+    ClientConnectedFrame,
     Frame,
     InputAudioRawFrame,
     InputTransportMessageFrame,
@@ -26,7 +28,12 @@ from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from voxgate_harness.audio import dominant_hz, rms, tone  # noqa: E402
 
 import voxgate  # noqa: E402
-from voxgate.pipecat import PlaybackClearedFrame, VoxgateTransport, serve  # noqa: E402
+from voxgate.pipecat import (  # noqa: E402
+    PlaybackClearedFrame,
+    VoxgateParams,
+    VoxgateTransport,
+    serve,
+)
 
 RATE = 16_000
 TIMEOUT = 30.0
@@ -107,5 +114,66 @@ async def test_minimal_pipeline_echoes_audio_and_messages_and_clears_on_interrup
             stop = time.time()
             await asyncio.sleep(1.0)
             assert caller.heard_seconds(after=stop + 0.3) == 0, "the reply kept playing"
+        finally:
+            server.cancel()
+
+
+class Recorder(FrameProcessor):
+    """Notes the frames of the kinds it is asked about, passes everything on."""
+
+    def __init__(self, kinds: tuple[type[Frame], ...]) -> None:
+        super().__init__()
+        self.kinds = kinds
+        self.seen: list[Frame] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, self.kinds):
+            self.seen.append(frame)
+        await self.push_frame(frame, direction)
+
+
+async def test_the_transport_reports_the_connection_and_ends_the_pipeline_when_the_call_ends(
+        transceiver, caller_factory, token):
+    # As Pipecat's own transports do: `on_client_connected` (here registered inside the bot,
+    # after `serve` saw the media flow) and a ClientConnectedFrame once the pipeline runs; when
+    # the caller leaves, `on_client_disconnected`, and the pipeline ends without the bot's help.
+    events: list[str] = []
+    finished = asyncio.Event()
+    recorder = Recorder((ClientConnectedFrame,))
+
+    async def bot(transport: VoxgateTransport) -> None:
+        assert isinstance(transport.params, VoxgateParams)
+        assert transport.params.audio_in_sample_rate == RATE
+        task = PipelineWorker(Pipeline([transport.input(), recorder, transport.output()]),
+                              params=PipelineParams(audio_in_sample_rate=RATE,
+                                                    audio_out_sample_rate=RATE))
+
+        @transport.event_handler("on_client_connected")
+        async def _connected(transport, call):
+            events.append("connected")
+
+        @transport.event_handler("on_client_disconnected")
+        async def _gone(transport, call):
+            events.append(f"disconnected: {call.end_reason}")
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(task)
+        await runner.run()
+        finished.set()
+
+    async with voxgate.Worker(transceiver.grpc_target, token=token, sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        server = asyncio.create_task(serve(worker, bot))
+        try:
+            caller = await caller_factory()
+            deadline = time.monotonic() + TIMEOUT
+            while not recorder.seen and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert len(recorder.seen) == 1, "no ClientConnectedFrame"
+            assert events == ["connected"]
+            assert await caller.delete() == 204
+            await asyncio.wait_for(finished.wait(), TIMEOUT)
+            assert events == ["connected", "disconnected: deleted"]
         finally:
             server.cancel()

@@ -84,7 +84,7 @@ async def test_dispatched_call_carries_audio_messages_and_progress_both_ways(
                 if len(got) == 40:
                     break
             assert all(len(f.pcm) == RATE // 50 * 2 for f in got)
-            assert all(f.sample_rate_hz == RATE for f in got)
+            assert all(f.sample_rate == RATE for f in got)
             seqs = [f.sequence for f in got]
             assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "no gaps"
             assert abs(dominant_hz(b"".join(f.pcm for f in got), RATE) - 440) < 15
@@ -125,6 +125,26 @@ async def test_a_call_attached_late_still_learns_the_data_channel_is_open(
             while "late but heard" not in caller.messages and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             assert "late but heard" in caller.messages
+
+
+async def test_a_message_sent_at_once_on_attach_waits_for_the_callers_data_channel(
+        transceiver, caller_factory, token):
+    # A backend that greets the caller as soon as it has the call: the caller's data channel
+    # opens only after ICE, DTLS and SCTP, well after the attach, and the transceiver drops a
+    # message for a channel that is not open. `send` waits for the channel instead.
+    async with voxgate.Worker(transceiver.grpc_target, token=token,
+                              sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        connecting = asyncio.ensure_future(caller_factory())
+        try:
+            async with await next_call(worker) as call:
+                assert not call.data_channel_open.is_set(), "the channel opened before the test"
+                await call.send("hello at once")
+                caller = await asyncio.wait_for(connecting, TIMEOUT)
+                await poll(lambda: "hello at once" in caller.messages, timeout=5.0,
+                           what="the message sent before the data channel opened")
+        finally:
+            await connecting
 
 
 async def test_declined_call_goes_to_another_worker(transceiver, caller_factory, token):
@@ -443,7 +463,7 @@ async def test_a_write_that_fails_on_this_side_hands_the_call_back_to_be_dispatc
             raise grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(),
                                        grpc.aio.Metadata(), "Internal error from Core")
 
-        call._writer.write = fails
+        call._stream.write = fails
         with pytest.raises(voxgate.TransceiverGoneError, match="Internal error from Core"):
             await call.send("lost")
         assert call.ended.is_set() and call.end_reason == "error"

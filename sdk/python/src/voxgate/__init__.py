@@ -4,24 +4,40 @@ The transceiver terminates WebRTC at the edge and hands each call to a backend o
 (proto/grpc/voxgate.proto). This package is that backend's side: a `Worker` subscribes to one
 or more transceivers and yields `Call`s; a call gives the caller's 20 ms PCM frames and takes
 PCM to play, `clear()` for barge-in, data-channel messages and `hangup()`. `tap()` listens to a
-call without owning it. Everything is asyncio (grpc.aio); audio is plain `bytes`.
+call without owning it; a `TaskSet` keeps the tasks a backend starts per call. Everything is
+asyncio (grpc.aio); audio is plain `bytes`.
 """
 
 from voxgate.call import Call
 from voxgate.errors import (
     AuthError,
     CallEndedError,
+    DataChannelNotOpenError,
     SessionOwnedError,
     TransceiverGoneError,
     UnknownSessionError,
     VoxgateError,
 )
 from voxgate.tap import tap
-from voxgate.types import AudioFrame, Cleared, Event, Message, OpusFrame, Progress
+from voxgate.task_set import TaskSet
+from voxgate.types import (
+    AudioFrame,
+    AudioMode,
+    CallState,
+    Cleared,
+    Event,
+    EventKind,
+    Message,
+    OpusApplication,
+    OpusFrame,
+    Progress,
+    SampleRate,
+)
 from voxgate.worker import OPUS_PASSTHROUGH, PCM, Worker
 
 __all__ = [
-    "AudioFrame", "AuthError", "Call", "CallEndedError", "Cleared", "Event", "Message",
-    "OPUS_PASSTHROUGH", "OpusFrame", "PCM", "Progress", "SessionOwnedError",
-    "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
+    "AudioFrame", "AudioMode", "AuthError", "Call", "CallEndedError", "CallState", "Cleared",
+    "DataChannelNotOpenError", "Event", "EventKind", "Message", "OPUS_PASSTHROUGH",
+    "OpusApplication", "OpusFrame", "PCM", "Progress", "SampleRate", "SessionOwnedError",
+    "TaskSet", "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
 ]

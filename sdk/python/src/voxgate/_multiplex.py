@@ -6,30 +6,26 @@ for the transceiver to send and for this process to read; on one stream the tran
 over everything its media loop produced at once, and the calls' writes leave together too. Both
 sides spend less per frame (docs/BENCHMARKS.md measures the transceiver's side).
 
-Writes: a call's `write()` queues its message and waits until the batch holding it was written,
-so a call sees its own write fail and gRPC flow control, as on a `Session` stream; one writer
-task drains the queue into `MultiplexDownlink`s, in order. Reads: one reader task hands each
-channel's uplink to its `Call`. A broken stream fails every call on it; the next attach opens a
+A `Multiplex` is a `CallTransport` (_call_stream.py): `open()` gives a call a channel. Writes: a
+channel's `write()` queues its message and waits until the batch holding it was written, so a
+call sees its own write fail and gRPC flow control, as on a `Session` stream; one writer task
+drains the queue into `MultiplexDownlink`s, in order. Reads: one reader task hands each
+channel's uplink to its call. A broken stream fails every call on it; the next attach opens a
 new one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
-from typing import TYPE_CHECKING
 
 import grpc
 
+from voxgate._call_stream import UplinkSink
 from voxgate._proto import voxgate_pb2 as pb
-from voxgate.errors import from_rpc_error
-
-if TYPE_CHECKING:
-    from voxgate._proto import voxgate_pb2_grpc as pb_grpc
-    from voxgate.call import Call
-
-log = logging.getLogger("voxgate.multiplex")
+from voxgate._proto import voxgate_pb2_grpc as pb_grpc
+from voxgate.errors import VoxgateError, from_rpc_error, from_status
+from voxgate.task_set import TaskSet
 
 # Most channel messages per MultiplexDownlink (a batch of 256 KiB audio chunks stays far below
 # the transceiver's limit only because calls rarely queue that many at once; see MAX_BATCH_BYTES).
@@ -45,22 +41,22 @@ class Multiplex:
         self._stub = stub
         self._auth = auth
         self._stream: grpc.aio.StreamStreamCall | None = None
-        self._calls: dict[int, Call] = {}
+        self._calls: dict[int, UplinkSink] = {}
         self._next_channel = 0
         self._pending: deque[tuple[pb.ChannelDownlink, asyncio.Future[None]]] = deque()
         self._wake = asyncio.Event()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks = TaskSet("voxgate multiplex")
         self._open_lock = asyncio.Lock()
 
-    async def attach(self, call: Call, attach: pb.Attach) -> int:
-        """Opens a channel for `call` (opening the stream if needed) and sends its attach;
-        returns the channel. The answer comes to `call` as its ATTACHED event or `closed`."""
+    async def open(self, sink: UplinkSink, attach: pb.Attach) -> Channel:
+        """Opens a channel for a call (opening the stream if needed) and sends its attach. The
+        answer comes to `sink` as its ATTACHED event, or as the channel's `closed`."""
         await self._ensure_open()
         self._next_channel += 1
         channel = self._next_channel
-        self._calls[channel] = call
+        self._calls[channel] = sink
         await self.write(channel, pb.Downlink(attach=attach))
-        return channel
+        return Channel(self, channel)
 
     async def write(self, channel: int, downlink: pb.Downlink) -> None:
         """Sends one of a channel's messages; returns once written, raises what the write
@@ -78,18 +74,11 @@ class Multiplex:
         self._pending.append((msg, fut))
         self._wake.set()
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Drops the stream: the transceiver releases every channel still on it."""
         if self._stream is not None:
             self._stream.cancel()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks.clear()
+        await self._tasks.aclose()
 
     async def _put(self, msg: pb.ChannelDownlink) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -101,13 +90,11 @@ class Multiplex:
         async with self._open_lock:
             if self._stream is not None and not self._stream.done():
                 return
-            await self.close()
+            await self.aclose()
             stream = self._stub.Multiplex(metadata=self._auth)
             self._stream = stream
-            self._tasks = [
-                asyncio.create_task(self._write_batches(stream), name="voxgate-mux-writer"),
-                asyncio.create_task(self._read(stream), name="voxgate-mux-reader"),
-            ]
+            self._tasks.create_task(self._write_batches(stream), name="voxgate-mux-writer")
+            self._tasks.create_task(self._read(stream), name="voxgate-mux-reader")
 
     async def _write_batches(self, stream: grpc.aio.StreamStreamCall) -> None:
         while True:
@@ -151,7 +138,7 @@ class Multiplex:
                         call._on_uplink(m.uplink)
                     if m.HasField("closed"):
                         del self._calls[m.channel]
-                        call._on_channel_closed(m.closed.code, m.closed.message)
+                        call._on_closed(_channel_closed(call.session_id, m.closed))
         except grpc.RpcError as e:
             error = e
         except asyncio.CancelledError:
@@ -159,8 +146,33 @@ class Multiplex:
         # The stream is over: every call still on it learns why.
         calls, self._calls = self._calls, {}
         for call in calls.values():
-            call._on_transport_gone(
+            call._on_closed(
                 None if error is None else from_rpc_error(error, f"session {call.session_id}"))
+
+
+class Channel:
+    """One call's channel: its `CallStream` (writes go out batched with other calls')."""
+
+    def __init__(self, mux: Multiplex, channel: int) -> None:
+        self._mux = mux
+        self.channel = channel
+
+    async def write(self, msg: pb.Downlink) -> None:
+        await self._mux.write(self.channel, msg)
+
+    def drop(self) -> None:
+        self._mux.release(self.channel)
+
+    async def aclose(self) -> None:
+        self.drop()
+
+
+def _channel_closed(session_id: str, closed: pb.ChannelClosed) -> VoxgateError | None:
+    """The error a channel's `closed` means for its call: none for a clean close (after ENDED,
+    or the release the call asked for), the mapped status otherwise."""
+    if closed.code == 0:
+        return None
+    return from_status(closed.code, closed.message, f"session {session_id}")
 
 
 def _audio_bytes(msg: pb.ChannelDownlink) -> int:

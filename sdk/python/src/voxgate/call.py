@@ -1,13 +1,15 @@
-"""One caller, as a backend sees it: a channel of the worker's `Multiplex` stream to the
-transceiver that owns the call, or a `Session` stream of its own.
+"""One caller, as a backend sees it, on the stream its worker's transport opens for it (a
+channel of the worker's `Multiplex` stream, or a `Session` stream of its own; the call sees
+either only through the protocol in _call_stream.py).
 
-A `Call` starts pending (dispatched to this worker); `accept()` attaches (`Attach` first on its
-channel or stream), `decline()` sends `Reject` on the worker stream instead. Once attached its
-uplink is sorted as it comes (by the stream's reader, `_on_uplink`): audio frames into a bounded
-queue (the oldest frame is dropped, and counted, when the consumer falls behind), data-channel
-messages into another, progress into `call.progress`, `Cleared` answers to the `clear()` that
-asked, and the session events into `connected` / `ended`. Writes (play, clear, send, hangup) go
-to the channel or stream, one at a time.
+A `Call` starts `PENDING` (dispatched to this worker); `accept()` attaches (`Attach` first on its
+stream), `decline()` sends `Reject` on the worker stream instead. Once attached its uplink is
+sorted as it comes (`_on_uplink`): audio frames into a bounded queue (the oldest frame is
+dropped, and counted, when the consumer falls behind), data-channel messages into another,
+progress into `call.progress`, `Cleared` answers to the `clear()` that asked, and the session
+events into `connected` / `data_channel_open` / `ended`. Writes (play, clear, send, hangup) go
+to the stream, one at a time. A `send` before the caller's data channel is open waits for it
+(bounded): the transceiver would drop the message.
 """
 
 from __future__ import annotations
@@ -16,24 +18,21 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import Any
 
 import grpc
 
+from voxgate import _wire
+from voxgate._call_stream import CallStream, CallTransport
 from voxgate._proto import voxgate_pb2 as pb
-from voxgate._serial_writer import SerialWriter
 from voxgate.errors import (
     CallEndedError,
+    DataChannelNotOpenError,
     TransceiverGoneError,
     VoxgateError,
     from_rpc_error,
-    from_status,
 )
-from voxgate.types import AudioFrame, Cleared, Message, OpusFrame, Progress
-
-if TYPE_CHECKING:
-    from voxgate._multiplex import Multiplex
-    from voxgate._proto import voxgate_pb2_grpc as pb_grpc
+from voxgate.types import AudioFrame, AudioMode, CallState, Cleared, Message, OpusFrame, Progress
 
 log = logging.getLogger("voxgate.call")
 
@@ -46,31 +45,49 @@ MESSAGE_QUEUE = 1000
 MAX_CHUNK_BYTES = 128 * 1024
 ATTACH_TIMEOUT_S = 10.0
 HANGUP_TIMEOUT_S = 5.0
+# How long `send` waits, by default, for the caller's data channel to open. It opens shortly
+# after the media connects; a caller whose channel stays shut this long likely has none.
+DATA_CHANNEL_TIMEOUT_S = 10.0
 
 _END = object()  # queue sentinel: the call is over
 
 
-class _DropOldestQueue:
+class DropOldestQueue:
     """A bounded FIFO for one consumer: a full queue drops its oldest item and counts it."""
 
     def __init__(self, maxlen: int) -> None:
-        self._items: deque = deque()
+        self._items: deque[Any] = deque()
         self._maxlen = maxlen
         self._ready = asyncio.Event()
         self.dropped = 0
 
-    def put(self, item) -> None:
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: Any) -> None:
         if len(self._items) >= self._maxlen:
             self._items.popleft()
             self.dropped += 1
         self._items.append(item)
         self._ready.set()
 
-    async def get(self):
+    async def get(self) -> Any:
         while not self._items:
             self._ready.clear()
             await self._ready.wait()
         return self._items.popleft()
+
+
+async def _wait_either(first: asyncio.Event, second: asyncio.Event,
+                       timeout: float | None) -> None:
+    """Returns once either event is set, or after `timeout` seconds (no error either way); the
+    waiting tasks never outlive it, even when the caller is cancelled."""
+    waits = {asyncio.ensure_future(first.wait()), asyncio.ensure_future(second.wait())}
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 class Call:
@@ -86,15 +103,13 @@ class Call:
         ingress: str = "",
         ingress_reason: str = "",
         target: str,
-        stub: pb_grpc.BridgeStub,
-        auth: tuple[tuple[str, str], ...],
+        transport: CallTransport,
         sample_rate: int,
-        mode: int,
-        progress_interval_ms: int,
+        mode: AudioMode | int = AudioMode.PCM,
+        progress_interval_ms: int = 0,
         encoder: pb.OpusEncoder | None = None,
         reject: Callable[[str, str], None],
         on_done: Callable[[Call], None],
-        mux: Multiplex | None = None,
     ) -> None:
         self.session_id = session_id
         #: Query parameters of the caller's POST and its X-Voxgate-* headers.
@@ -109,13 +124,14 @@ class Call:
         self.ingress_reason = ingress_reason
         #: The transceiver this call lives on.
         self.target = target
+        #: The PCM rate (Hz) of the caller's frames and of the audio `play` takes.
         self.sample_rate = sample_rate
+        self.mode = AudioMode(mode)
         #: Latest playback progress (updated every `progress_interval_ms` of played audio).
         self.progress = Progress()
         #: Set when the caller's media flows (ICE + DTLS done).
         self.connected = asyncio.Event()
-        #: Set when the caller's data channel is open (`send` before that is dropped by the
-        #: transceiver).
+        #: Set when the caller's data channel is open (`send` waits for it).
         self.data_channel_open = asyncio.Event()
         #: Set when the session is over; `end_reason` says why.
         self.ended = asyncio.Event()
@@ -123,28 +139,25 @@ class Call:
         #: Set when the stream broke rather than ended (e.g. the transceiver died).
         self.error: VoxgateError | None = None
         self._worker_id = worker_id
-        self._stub = stub
-        self._auth = auth
-        self._mode = mode
+        self._transport = transport
         self._progress_interval_ms = progress_interval_ms
         self._encoder = encoder
         self._reject = reject
         self._on_done = on_done
-        # The worker's Multiplex stream to this call's transceiver (None: a Session stream).
-        self._mux = mux
-        self._channel: int | None = None
-        self._stream: grpc.aio.StreamStreamCall | None = None
-        self._writer: SerialWriter | _ChannelWriter | None = None
-        self._reader: asyncio.Task | None = None
+        self._stream: CallStream | None = None
         self._attached = asyncio.Event()
-        self._audio = _DropOldestQueue(AUDIO_QUEUE_FRAMES)
-        self._messages = _DropOldestQueue(MESSAGE_QUEUE)
+        self._audio = DropOldestQueue(AUDIO_QUEUE_FRAMES)
+        self._messages = DropOldestQueue(MESSAGE_QUEUE)
         self._clears: deque[asyncio.Future[Cleared]] = deque()
-        self._state = "pending"  # -> attached | declined, -> done
+        self._state = CallState.PENDING
         self._end_listeners: list[Callable[[Call], None]] = []
 
     def __repr__(self) -> str:
         return f"Call({self.session_id!r}, attempt={self.attempt}, state={self._state})"
+
+    @property
+    def state(self) -> CallState:
+        return self._state
 
     @property
     def frames_dropped(self) -> int:
@@ -156,39 +169,26 @@ class Call:
     async def accept(self) -> Call:
         """Attaches: this worker owns the call from now on. Raises `UnknownSessionError` if the
         session is gone, `SessionOwnedError` if another backend took it."""
-        if self._state != "pending":
+        if self._state is not CallState.PENDING:
             raise VoxgateError(f"call {self.session_id} is {self._state}, cannot accept")
-        self._state = "attached"
+        self._state = CallState.ATTACHED
         attach = pb.Attach(
             session_id=self.session_id, worker_id=self._worker_id,
-            sample_rate_hz=self.sample_rate, mode=self._mode,
+            sample_rate_hz=self.sample_rate, mode=int(self.mode),
             progress_interval_ms=self._progress_interval_ms, encoder=self._encoder)
         try:
-            if self._mux is not None:
-                self._channel = await self._mux.attach(self, attach)
-                self._writer = _ChannelWriter(self._mux, self._channel)
-            else:
-                self._stream = self._stub.Session(metadata=self._auth)
-                self._writer = SerialWriter(self._stream)
-                await self._writer.write(pb.Downlink(attach=attach))
-                self._reader = asyncio.create_task(self._read_uplink(),
-                                                   name=f"voxgate-{self.session_id}")
+            self._stream = await self._transport.open(self, attach)
         except (grpc.RpcError, asyncio.InvalidStateError) as e:
             err = (from_rpc_error(e, f"attach to session {self.session_id}")
                    if isinstance(e, grpc.RpcError) else
                    TransceiverGoneError(f"attach to session {self.session_id}: stream closed"))
             self._finish(None, err)
             self._decline_unanswered()
-            raise self.error from None
-        attached = asyncio.create_task(self._attached.wait())
-        ended = asyncio.create_task(self.ended.wait())
-        await asyncio.wait({attached, ended}, timeout=ATTACH_TIMEOUT_S,
-                           return_when=asyncio.FIRST_COMPLETED)
-        attached.cancel()
-        ended.cancel()
+            raise self._ended_error() from None
+        await _wait_either(self._attached, self.ended, ATTACH_TIMEOUT_S)
         if not self._attached.is_set():
             if self.error is None and not self.ended.is_set():
-                self._drop()
+                self._stream.drop()
                 self._finish(None, TransceiverGoneError(
                     f"attach to session {self.session_id}: no answer in {ATTACH_TIMEOUT_S:.0f} s"))
             if self.error is not None:
@@ -210,40 +210,36 @@ class Call:
 
     async def decline(self, reason: str = "declined") -> None:
         """Refuses the call: the transceiver offers it to another worker."""
-        if self._state != "pending":
+        if self._state is not CallState.PENDING:
             raise VoxgateError(f"call {self.session_id} is {self._state}, cannot decline")
-        self._state = "declined"
         self._reject(self.session_id, reason)
         self._finish("declined", None)
 
     async def __aenter__(self) -> Call:
-        if self._state == "pending":
+        if self._state is CallState.PENDING:
             await self.accept()
         return self
 
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # ---- uplink ---------------------------------------------------------------------------
 
-    async def audio(self) -> AsyncIterator[AudioFrame | OpusFrame]:
+    def audio(self) -> AsyncIterator[AudioFrame | OpusFrame]:
         """The caller's audio, 20 ms per frame, until the call ends. Raises
         `TransceiverGoneError` if the stream broke instead."""
-        while True:
-            item = await self._audio.get()
-            if item is _END:
-                self._audio.put(_END)  # later iterators end too
-                if self.error is not None:
-                    raise self.error
-                return
-            yield item
+        return self._drain(self._audio)
 
-    async def messages(self) -> AsyncIterator[Message]:
-        """Data-channel messages from the caller, until the call ends."""
+    def messages(self) -> AsyncIterator[Message]:
+        """Data-channel messages from the caller, until the call ends (raises as `audio()`)."""
+        return self._drain(self._messages)
+
+    async def _drain(self, queue: DropOldestQueue) -> AsyncIterator[Any]:
+        """The queue's items until the call's end (the sentinel stays for other iterators)."""
         while True:
-            item = await self._messages.get()
+            item = await queue.get()
             if item is _END:
-                self._messages.put(_END)
+                queue.put(_END)
                 if self.error is not None:
                     raise self.error
                 return
@@ -251,82 +247,53 @@ class Call:
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Waits until the caller's media flows; raises `CallEndedError` if it ends first."""
-        connected = asyncio.create_task(self.connected.wait())
-        ended = asyncio.create_task(self.ended.wait())
-        done, _ = await asyncio.wait({connected, ended}, timeout=timeout,
-                                     return_when=asyncio.FIRST_COMPLETED)
-        connected.cancel()
-        ended.cancel()
+        await _wait_either(self.connected, self.ended, timeout)
         if not self.connected.is_set():
             if self.ended.is_set():
                 raise self.error or CallEndedError(
                     f"session {self.session_id} ended ({self.end_reason}) before connecting")
             raise TimeoutError(f"session {self.session_id} not connected within {timeout} s")
 
+    async def wait_data_channel_open(self, timeout: float | None = DATA_CHANNEL_TIMEOUT_S) -> None:
+        """Waits until the caller's data channel is open (at most `timeout` seconds; None: no
+        bound). Raises `DataChannelNotOpenError` when it is not open in time, `CallEndedError`
+        (or the error that broke the call) when the call ends first."""
+        if self._state is CallState.PENDING:
+            raise VoxgateError(f"call {self.session_id} is not accepted yet")
+        if not self.data_channel_open.is_set():
+            await _wait_either(self.data_channel_open, self.ended, timeout)
+        if self.ended.is_set():
+            raise self._ended_error()
+        if not self.data_channel_open.is_set():
+            raise DataChannelNotOpenError(
+                f"session {self.session_id}: the caller's data channel did not open within "
+                f"{timeout} s")
+
     def on_ended(self, listener: Callable[[Call], None]) -> None:
         """Calls `listener(call)` once when the call ends (at once if it already has)."""
-        if self._state == "done":
+        if self._state is CallState.ENDED:
             listener(self)
         else:
             self._end_listeners.append(listener)
 
-    async def _read_uplink(self) -> None:
-        """A Session stream's reader: sorts the uplink until ENDED or the stream breaks."""
-        assert self._stream is not None
-        reason: str | None = "stream_closed"
-        error: VoxgateError | None = None
-        try:
-            async for up in self._stream:
-                ended = self._on_uplink(up)
-                if ended is not None:
-                    reason = ended
-                    break
-        except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.CANCELLED and self._state == "closing":
-                reason = "closed"
-            else:
-                reason = None
-                error = from_rpc_error(e, f"session {self.session_id}")
-        except asyncio.CancelledError:
-            reason = "closed"
-        if error is None and reason == "stream_closed":
-            error = TransceiverGoneError(
-                f"session {self.session_id}: the transceiver closed the stream without ENDED")
-            reason = None
-        self._finish(reason, error)
-        if self._stream is not None:
-            self._stream.cancel()
+    # ---- what the stream hands over (UplinkSink, _call_stream.py) -------------------------
 
-    def _on_uplink(self, up: pb.Uplink) -> str | None:
-        """Sorts one uplink message; returns the end reason when it is the ENDED event."""
+    def _on_uplink(self, up: pb.Uplink) -> None:
+        """Sorts one uplink message; the ENDED event ends the call."""
         kind = up.WhichOneof("kind")
         if kind == "audio":
-            a = up.audio
-            self._audio.put(AudioFrame(
-                pcm=a.pcm, sequence=a.sequence, concealed=a.concealed,
-                sample_rate_hz=a.sample_rate_hz, rtp_timestamp=a.rtp_timestamp,
-                arrival_unix_micros=a.arrival_unix_micros))
+            self._audio.put(_wire.audio_frame(up.audio))
         elif kind == "opus":
-            o = up.opus
-            self._audio.put(OpusFrame(
-                data=o.data, rtp_sequence=o.rtp_sequence, rtp_timestamp=o.rtp_timestamp,
-                arrival_unix_micros=o.arrival_unix_micros))
+            self._audio.put(_wire.opus_frame(up.opus))
         elif kind == "progress":
-            p = up.progress
-            self.progress = Progress(p.played_ms, p.queued_ms, p.item_id, p.item_played_ms)
+            self.progress = _wire.progress(up.progress)
         elif kind == "cleared":
-            c = up.cleared
             if self._clears:
                 fut = self._clears.popleft()
                 if not fut.done():
-                    fut.set_result(Cleared(c.played_ms, c.dropped_ms, c.item_id,
-                                           c.item_played_ms))
+                    fut.set_result(_wire.cleared(up.cleared))
         elif kind == "data":
-            d = up.data
-            which = d.WhichOneof("payload")
-            self._messages.put(Message(
-                label=d.label, text=d.text if which == "text" else None,
-                binary=d.binary if which == "binary" else None))
+            self._messages.put(_wire.message(up.data))
         elif kind == "event":
             ev = up.event
             if ev.kind == pb.SessionEvent.ATTACHED:
@@ -336,49 +303,25 @@ class Call:
             elif ev.kind == pb.SessionEvent.DATA_CHANNEL_OPEN:
                 self.data_channel_open.set()
             elif ev.kind == pb.SessionEvent.ENDED:
-                reason = ev.reason or "ended"
-                if self._mux is not None:
-                    self._finish(reason, None)  # a channel has no reader of its own to end
-                return reason
-        return None
+                self._finish(ev.reason or "ended", None)
 
-    def _on_channel_closed(self, code: int, details: str) -> None:
-        """The transceiver closed this call's channel (after ENDED, or instead of attaching)."""
-        if self._state == "done":
+    def _on_closed(self, error: VoxgateError | None) -> None:
+        """The stream is over: after ENDED nothing is left to do; a close this call asked for
+        ends it as "closed"; anything else broke it."""
+        if self._state is CallState.ENDED:
             return
-        if code == 0:
-            if self._state == "closing":
+        if error is None:
+            if self._state is CallState.CLOSING:
                 self._finish("closed", None)
-            else:
-                self._finish(None, TransceiverGoneError(
-                    f"session {self.session_id}: the transceiver closed the channel without "
-                    f"ENDED ({details})"))
-        else:
-            self._finish(None, from_status(code, details, f"session {self.session_id}"))
-
-    def _on_transport_gone(self, error: VoxgateError | None) -> None:
-        """The Multiplex stream this call rode ended or broke."""
-        if self._state == "done":
-            return
-        if error is None and self._state == "closing":
-            self._finish("closed", None)
-            return
-        self._finish(None, error or TransceiverGoneError(
-            f"session {self.session_id}: the transceiver closed the stream without ENDED"))
-
-    def _drop(self) -> None:
-        """Lets go of the call on the wire without hanging up (the transceiver dispatches it
-        again): cancels its Session stream, or releases its channel."""
-        if self._mux is not None:
-            if self._channel is not None:
-                self._mux.release(self._channel)
-        elif self._stream is not None:
-            self._stream.cancel()
+                return
+            error = TransceiverGoneError(
+                f"session {self.session_id}: the transceiver closed the stream without ENDED")
+        self._finish(None, error)
 
     def _finish(self, reason: str | None, error: VoxgateError | None) -> None:
-        if self._state == "done":
+        if self._state is CallState.ENDED:
             return
-        self._state = "done"
+        self._state = CallState.ENDED
         self.error = error
         self.end_reason = reason if error is None else "error"
         if error is not None:
@@ -407,12 +350,12 @@ class Call:
         return CallEndedError(f"session {self.session_id} has ended ({self.end_reason})")
 
     async def _write(self, msg: pb.Downlink) -> None:
-        if self._writer is None or self._state != "attached":
-            if self._state == "pending":
+        if self._stream is None or self._state is not CallState.ATTACHED:
+            if self._state is CallState.PENDING:
                 raise VoxgateError(f"call {self.session_id} is not accepted yet")
             raise self._ended_error()
         try:
-            await self._writer.write(msg)
+            await self._stream.write(msg)
         except (grpc.RpcError, asyncio.InvalidStateError) as e:
             if isinstance(e, grpc.RpcError):
                 self._finish(None, from_rpc_error(e, f"session {self.session_id}"))
@@ -420,12 +363,12 @@ class Call:
                 # the HTTP/2 stream still open: let go of the call on the wire too, so that the
                 # transceiver sees its owner go and dispatches the call again instead of
                 # waiting on a dead stream.
-                self._drop()
+                self._stream.drop()
             raise self._ended_error() from None
 
     async def play(self, pcm: bytes, item_id: str = "") -> None:
-        """Queues PCM16 mono audio (at the attach sample rate, any length) for the caller.
-        `item_id` labels the response it belongs to; progress and clear report per item."""
+        """Queues PCM16 mono audio (at `sample_rate`, any length) for the caller. `item_id`
+        labels the response it belongs to; progress and clear report per item."""
         if len(pcm) % 2:
             raise ValueError("PCM16 audio must have an even number of bytes")
         for i in range(0, len(pcm), MAX_CHUNK_BYTES):
@@ -433,7 +376,7 @@ class Call:
                 pcm=pcm[i:i + MAX_CHUNK_BYTES], item_id=item_id)))
 
     async def play_opus(self, packet: bytes) -> None:
-        """Queues one 20 ms Opus packet (AUDIO_MODE_OPUS_PASSTHROUGH only)."""
+        """Queues one 20 ms Opus packet (`AudioMode.OPUS_PASSTHROUGH` only)."""
         await self._write(pb.Downlink(opus=pb.OpusPacket(data=packet)))
 
     async def clear(self) -> Cleared:
@@ -448,54 +391,42 @@ class Call:
             raise
         return await fut
 
-    async def send(self, payload: str | bytes, label: str = "oai-events") -> None:
-        """Sends a data-channel message (text for `str`, binary for `bytes`) to the caller."""
-        if isinstance(payload, str):
-            msg = pb.DataMessage(label=label, text=payload)
-        else:
-            msg = pb.DataMessage(label=label, binary=bytes(payload))
+    async def send(self, payload: str | bytes, label: str = "oai-events", *,
+                   timeout: float | None = DATA_CHANNEL_TIMEOUT_S) -> None:
+        """Sends a data-channel message (text for `str`, binary for `bytes`) to the caller.
+        Before the caller's data channel is open it waits for it, at most `timeout` seconds
+        (None: no bound), then raises `DataChannelNotOpenError`: a message is never dropped
+        unsent and unsaid."""
+        msg = _wire.data_message(payload, label)
+        await self.wait_data_channel_open(timeout)
         await self._write(pb.Downlink(data=msg))
 
     async def hangup(self, reason: str = "backend_hangup") -> str | None:
         """Ends the call for the caller too; returns the end reason the transceiver gave."""
-        if self._state == "attached":
+        if self._state is CallState.ATTACHED:
             try:
                 await self._write(pb.Downlink(hangup=pb.Hangup(reason=reason)))
             except VoxgateError:
-                pass
+                pass  # the stream is gone: the call has ended already
             try:
                 await asyncio.wait_for(self.ended.wait(), HANGUP_TIMEOUT_S)
             except asyncio.TimeoutError:
-                await self.close()
+                await self.aclose()
         return self.end_reason
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Drops this backend's stream without hanging up: the transceiver re-dispatches the
-        call to another worker (or ends it). A no-op on an ended call."""
-        if self._state == "pending":
+        call to another worker (or ends it). Declines a pending call; a no-op on an ended
+        one."""
+        if self._state is CallState.PENDING:
             await self.decline("closed")
             return
-        if self._state == "attached":
-            self._state = "closing"
-            self._drop()
-            if self._mux is not None:
-                self._finish("closed", None)
-        if self._reader is not None:
-            try:
-                await self._reader
-            except asyncio.CancelledError:
-                pass
-        if self._state != "done":
+        if self._state is CallState.ATTACHED:
+            self._state = CallState.CLOSING
+            if self._stream is not None:
+                await self._stream.aclose()
+        if self._state is not CallState.ENDED:
             self._finish("closed", None)
 
-
-class _ChannelWriter:
-    """A call's writes on its Multiplex channel (the stream's writer task sends them in order,
-    batched with other calls')."""
-
-    def __init__(self, mux: Multiplex, channel: int) -> None:
-        self._mux = mux
-        self._channel = channel
-
-    async def write(self, msg: pb.Downlink) -> None:
-        await self._mux.write(self._channel, msg)
+    #: The former name of `aclose`.
+    close = aclose

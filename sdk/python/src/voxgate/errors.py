@@ -29,6 +29,11 @@ class CallEndedError(VoxgateError):
     """The call is over: nothing can be played or sent any more."""
 
 
+class DataChannelNotOpenError(VoxgateError, TimeoutError):
+    """`Call.send` waited its timeout and the caller's data channel was still not open (the
+    transceiver would have dropped the message, so it was not sent)."""
+
+
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 

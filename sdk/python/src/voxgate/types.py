@@ -1,20 +1,79 @@
-"""What a call delivers: plain, numpy-free values."""
+"""What a call delivers and the choices a worker makes: plain, numpy-free values and enums.
+
+The enums are `str` or `int` enums, so the strings and ints they replace keep working:
+`Event.kind == "ended"`, `mode=0`, `opus_application="lowdelay"`.
+"""
 
 from __future__ import annotations
 
+import enum
 import time
 from dataclasses import dataclass, field
+from typing import Literal
+
+#: The PCM rates a worker can ask for, in Hz (the attach's `sample_rate_hz`).
+SampleRate = Literal[16000, 24000, 48000]
+SAMPLE_RATES: tuple[int, ...] = (16000, 24000, 48000)
+
+
+class AudioMode(enum.IntEnum):
+    """What a call's audio is on the wire (the proto's `AudioMode`, same values)."""
+
+    #: Decoded PCM16 both ways; the transceiver encodes the backend's audio.
+    PCM = 0
+    #: The caller's Opus packets as they came, and Opus packets back (no transcoding).
+    OPUS_PASSTHROUGH = 1
+
+
+class _StrEnum(str, enum.Enum):
+    """A `str` enum that prints as its value (as 3.11's `enum.StrEnum`; 3.10 has none)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class OpusApplication(_StrEnum):
+    """How the transceiver encodes a worker's audio (the proto's `OpusApplication`)."""
+
+    VOIP = "voip"
+    AUDIO = "audio"
+    #: CELT only: cheaper for the transceiver, and suits synthetic (TTS) speech.
+    LOWDELAY = "lowdelay"
+
+
+class CallState(_StrEnum):
+    """Where a `Call` is in its life: PENDING -> ATTACHED -> CLOSING -> ENDED, or straight to
+    ENDED (declined, refused, or the session ended)."""
+
+    #: Dispatched to this worker, neither accepted nor declined yet.
+    PENDING = "pending"
+    #: `accept()` was called: this worker owns the session.
+    ATTACHED = "attached"
+    #: `aclose()` is letting go of the stream.
+    CLOSING = "closing"
+    #: Over: `Call.end_reason` says why, `Call.error` says if it broke.
+    ENDED = "ended"
+
+
+class EventKind(_StrEnum):
+    """A session event's kind, as a `Tap` yields it in `Event.kind`."""
+
+    UNSPECIFIED = "unspecified"
+    ATTACHED = "attached"
+    CONNECTED = "connected"
+    ENDED = "ended"
+    DATA_CHANNEL_OPEN = "data_channel_open"
 
 
 @dataclass(frozen=True, slots=True)
 class AudioFrame:
-    """20 ms of the caller's audio: PCM16 little-endian mono at `sample_rate_hz`."""
+    """20 ms of the caller's audio: PCM16 little-endian mono at `sample_rate` Hz."""
 
     pcm: bytes
     # 0, 1, 2, ... with no gaps: a frame the network lost is synthesized (`concealed`).
     sequence: int
     concealed: bool
-    sample_rate_hz: int
+    sample_rate: int
     # RTP timestamp (48 kHz clock) of the frame.
     rtp_timestamp: int
     # When the packet reached the transceiver's socket (wall clock, µs since the epoch).
@@ -22,10 +81,15 @@ class AudioFrame:
     # When this process received it (wall clock, µs since the epoch).
     received_unix_micros: int = field(default_factory=lambda: time.time_ns() // 1000)
 
+    @property
+    def sample_rate_hz(self) -> int:
+        """The former name of `sample_rate`."""
+        return self.sample_rate
+
 
 @dataclass(frozen=True, slots=True)
 class OpusFrame:
-    """One uplink Opus packet (AUDIO_MODE_OPUS_PASSTHROUGH): 20 ms at 48 kHz."""
+    """One uplink Opus packet (`AudioMode.OPUS_PASSTHROUGH`): 20 ms at 48 kHz."""
 
     data: bytes
     rtp_sequence: int
@@ -64,8 +128,8 @@ class Cleared:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A session event as a Tap sees it: attached, connected, ended, data_channel_open."""
+    """A session event as a Tap sees it (`kind` compares equal to its string too)."""
 
-    kind: str
+    kind: EventKind
     reason: str = ""
     session_id: str = ""

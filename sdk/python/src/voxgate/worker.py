@@ -7,11 +7,13 @@ breaks is reopened with exponential backoff (0.25 s doubling to 5 s, reset after
 seconds); a refused token is not retried but raised from `calls()` and `wait_registered()`.
 Dispatches from every transceiver meet in one queue that `calls()` drains. The calls a worker
 accepts from one transceiver ride one `Multiplex` stream there, a channel each (see
-_multiplex.py); `multiplex=False` gives each call a `Session` stream of its own instead.
+_multiplex.py); `multiplex=False` gives each call a `Session` stream of its own instead
+(_session_stream.py). The worker's own background tasks (Work streams, load reports, declines)
+are kept in a `TaskSet` and cancelled by `aclose()`.
 
-    async with Worker("127.0.0.1:50051", token=..., capacity=8) as worker:
+    async with Worker("127.0.0.1:50051", token=..., capacity=8) as worker, TaskSet() as tasks:
         async for call in worker.calls():
-            asyncio.create_task(serve(call))     # serve: `async with call: ...`
+            tasks.create_task(serve(call))     # serve: `async with call: ...`
 """
 
 from __future__ import annotations
@@ -25,12 +27,18 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
+from voxgate import _wire
+from voxgate._call_stream import CallTransport
 from voxgate._multiplex import Multiplex
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate._proto import voxgate_pb2_grpc as pb_grpc
 from voxgate._serial_writer import SerialWriter
+from voxgate._session_stream import SessionStreams
+from voxgate._wire import normalize_target, opus_encoder  # noqa: F401 - their former home
 from voxgate.call import Call
 from voxgate.errors import AuthError, VoxgateError, from_rpc_error
+from voxgate.task_set import TaskSet
+from voxgate.types import AudioMode, OpusApplication, SampleRate
 
 log = logging.getLogger("voxgate.worker")
 
@@ -38,56 +46,28 @@ BACKOFF_MIN_S, BACKOFF_MAX_S = 0.25, 5.0
 # A Work stream that lived this long was healthy: the next reconnect starts from scratch.
 HEALTHY_S = 10.0
 
-PCM = pb.AUDIO_MODE_PCM
-OPUS_PASSTHROUGH = pb.AUDIO_MODE_OPUS_PASSTHROUGH
+# The former names of `AudioMode.PCM` and `AudioMode.OPUS_PASSTHROUGH`.
+PCM = AudioMode.PCM
+OPUS_PASSTHROUGH = AudioMode.OPUS_PASSTHROUGH
 
 # Calls ride one Multiplex stream per transceiver unless a Worker says otherwise.
 DEFAULT_MULTIPLEX = True
 
 
-def normalize_target(target: str) -> str:
-    """`http://host:port` (as the transceiver prints it) or `host:port` -> `host:port`."""
-    return target.split("://", 1)[-1].rstrip("/")
-
-
 class _Link:
-    """The Work stream to one transceiver."""
+    """The Work stream to one transceiver, and the transport its calls there ride."""
 
     def __init__(self, target: str, channel: grpc.aio.Channel,
                  auth: tuple[tuple[str, str], ...], multiplex: bool) -> None:
         self.target = target
         self.channel = channel
         self.stub = pb_grpc.BridgeStub(channel)
-        # The stream this worker's calls on that transceiver ride (None: a Session stream each).
-        self.mux = Multiplex(self.stub, auth) if multiplex else None
+        self.transport: CallTransport = (
+            Multiplex(self.stub, auth) if multiplex else SessionStreams(self.stub, auth))
         self.stream: grpc.aio.StreamStreamCall | None = None
         # Every write to `stream` goes through `writer` (see _serial_writer.py).
         self.writer: SerialWriter | None = None
         self.registered = asyncio.Event()
-        self.task: asyncio.Task | None = None
-
-
-_APPLICATIONS = {
-    "voip": pb.OPUS_APPLICATION_VOIP,
-    "audio": pb.OPUS_APPLICATION_AUDIO,
-    "lowdelay": pb.OPUS_APPLICATION_LOWDELAY,
-}
-
-
-def opus_encoder(application: str | None, complexity: int | None) -> pb.OpusEncoder | None:
-    """The attach's `encoder` field for a worker's choice; ValueError for a bad one, before
-    any call is made."""
-    if application is None and complexity is None:
-        return None
-    if application is not None and application not in _APPLICATIONS:
-        raise ValueError(f"opus_application must be one of {sorted(_APPLICATIONS)}, "
-                         f"not {application!r}")
-    if complexity is not None and not 0 <= complexity <= 10:
-        raise ValueError(f"opus_complexity must be 0 to 10, not {complexity}")
-    encoder = pb.OpusEncoder(application=_APPLICATIONS.get(application or "", 0))
-    if complexity is not None:
-        encoder.complexity = complexity
-    return encoder
 
 
 class Worker:
@@ -100,40 +80,40 @@ class Worker:
         token: str | None = None,
         capacity: int = 1,
         worker_id: str | None = None,
-        sample_rate: int = 16000,
-        mode: int = PCM,
+        sample_rate: SampleRate = 16000,
+        mode: AudioMode | int = AudioMode.PCM,
         progress_interval_ms: int = 0,
-        opus_application: str | None = None,
+        opus_application: OpusApplication | str | None = None,
         opus_complexity: int | None = None,
         multiplex: bool | None = None,
     ) -> None:
-        """`opus_application` ("voip", "audio" or "lowdelay") and `opus_complexity` (0 to 10)
-        choose how the transceiver encodes this worker's audio for its callers (PCM mode);
-        `None` keeps the transceiver's setting. "lowdelay" (CELT only) costs the transceiver
-        about a third of "voip" per session, and suits synthetic (TTS) speech. `multiplex`
-        (default: yes) carries all calls on one stream per transceiver; `False` gives each
-        call a `Session` stream of its own."""
+        """`sample_rate` (Hz: 16000, 24000 or 48000) is the PCM rate of every call's audio,
+        both ways. `opus_application` (an `OpusApplication` or its value: "voip", "audio",
+        "lowdelay") and `opus_complexity` (0 to 10) choose how the transceiver encodes this
+        worker's audio for its callers (PCM mode); `None` keeps the transceiver's setting.
+        "lowdelay" (CELT only) is the cheaper one for the transceiver and suits synthetic (TTS)
+        speech. `multiplex` (default: yes) carries all calls on one stream per transceiver;
+        `False` gives each call a `Session` stream of its own. A bad value is a ValueError
+        here, before anything is sent."""
         if isinstance(targets, str):
             targets = [targets]
         if not targets:
             raise ValueError("Worker needs at least one transceiver address")
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
-        if sample_rate not in (16000, 24000, 48000):
-            raise ValueError("sample_rate must be 16000, 24000 or 48000")
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.capacity = capacity
-        self.sample_rate = sample_rate
-        self.mode = mode
+        self.sample_rate = _wire.sample_rate(sample_rate)
+        self.mode = _wire.audio_mode(mode)
         self.progress_interval_ms = progress_interval_ms
-        self.encoder = opus_encoder(opus_application, opus_complexity)
+        self.encoder = _wire.opus_encoder(opus_application, opus_complexity)
         self.multiplex = DEFAULT_MULTIPLEX if multiplex is None else multiplex
-        self._auth: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ())
+        self._auth = _wire.bearer(token)
         self._targets = [normalize_target(t) for t in targets]
         self._links: list[_Link] = []
         self._calls: asyncio.Queue[Call | VoxgateError | None] = asyncio.Queue()
         self._active: set[Call] = set()
+        self._tasks = TaskSet(f"worker {self.worker_id}")
         self._fatal: VoxgateError | None = None
         self._closed = False
 
@@ -146,8 +126,8 @@ class Worker:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def start(self) -> None:
         """Opens the Work streams (returns at once; see `wait_registered`)."""
@@ -155,7 +135,7 @@ class Worker:
             return
         for target in self._targets:
             link = _Link(target, grpc.aio.insecure_channel(target), self._auth, self.multiplex)
-            link.task = asyncio.create_task(self._work_loop(link), name=f"voxgate-work-{target}")
+            self._tasks.create_task(self._work_loop(link), name=f"voxgate-work-{target}")
             self._links.append(link)
 
     async def wait_registered(self, timeout: float | None = None) -> None:
@@ -181,7 +161,7 @@ class Worker:
                                f"within {timeout} s") from None
 
     async def calls(self) -> AsyncIterator[Call]:
-        """The calls dispatched to this worker, as they come, until `close()`. Each must be
+        """The calls dispatched to this worker, as they come, until `aclose()`. Each must be
         accepted (`await call.accept()` or `async with call:`) or declined promptly."""
         await self.start()
         while True:
@@ -194,26 +174,22 @@ class Worker:
                 raise item
             yield item
 
-    async def close(self) -> None:
-        """Drops every call stream (the transceivers re-dispatch them), then the Work streams."""
+    async def aclose(self) -> None:
+        """Drops every call stream (the transceivers re-dispatch them), then the Work streams,
+        and stops every task the worker started."""
         if self._closed:
             return
         self._closed = True
         for call in list(self._active):
-            await call.close()
+            await call.aclose()
+        await self._tasks.aclose()
         for link in self._links:
-            if link.task is not None:
-                link.task.cancel()
-        for link in self._links:
-            if link.task is not None:
-                try:
-                    await link.task
-                except (asyncio.CancelledError, Exception):
-                    pass
-            if link.mux is not None:
-                await link.mux.close()
+            await link.transport.aclose()
             await link.channel.close()
         self._calls.put_nowait(None)
+
+    #: The former name of `aclose`.
+    close = aclose
 
     # ---- Work streams -----------------------------------------------------------------------
 
@@ -273,16 +249,17 @@ class Worker:
 
         def reject(session_id: str, reason: str) -> None:
             # Names the offer, so that a late decline cannot refuse a newer offer of the call.
-            asyncio.ensure_future(self._send(link, pb.WorkerMessage(reject=pb.Reject(
-                session_id=session_id, reason=reason, attempt=dispatch.attempt))))
+            self._tasks.create_task(self._send(link, pb.WorkerMessage(reject=pb.Reject(
+                session_id=session_id, reason=reason, attempt=dispatch.attempt))),
+                name=f"voxgate-reject-{session_id}")
 
         call = Call(
             session_id=dispatch.session_id, metadata=dispatch.metadata,
             attempt=dispatch.attempt, worker_id=self.worker_id, target=link.target,
             ingress=dispatch.ingress, ingress_reason=dispatch.ingress_reason,
-            stub=link.stub, auth=self._auth, sample_rate=self.sample_rate, mode=self.mode,
+            transport=link.transport, sample_rate=self.sample_rate, mode=self.mode,
             progress_interval_ms=self.progress_interval_ms, encoder=self.encoder, reject=reject,
-            on_done=self._call_done, mux=link.mux)
+            on_done=self._call_done)
         self._active.add(call)
         log.info("dispatched %s (attempt %d) from %s", call.session_id, call.attempt, link.target)
         await self._report_load()
@@ -291,7 +268,7 @@ class Worker:
     def _call_done(self, call: Call) -> None:
         self._active.discard(call)
         if not self._closed:
-            asyncio.ensure_future(self._report_load())
+            self._tasks.create_task(self._report_load(), name="voxgate-load")
 
     async def _report_load(self) -> None:
         msg = pb.WorkerMessage(load=pb.Load(active=len(self._active)))
