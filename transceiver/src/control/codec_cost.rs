@@ -123,7 +123,7 @@ impl CodecCosts {
             .fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
         let slot = match result {
             Ok(cost) => {
-                self.metrics.codec_cost(key, cost.as_secs_f64());
+                self.metrics.codec_cost(key.codec_key(), cost.as_secs_f64());
                 tracing::info!(
                     rate = key.rate,
                     application = ?key.encoder.application,

@@ -145,7 +145,7 @@ pub fn spawn(spec: LoopSpec) -> io::Result<(LoopHandle, JoinHandle<()>)> {
                 }
             }
             let priority = thread_priority::apply_loop_priority(index, settings.priority);
-            metrics.set_priority(priority);
+            metrics.set_scheduling(priority.class());
             // Built on its own thread: the batch buffers hold raw pointers (not Send).
             let read_window = settings.read_window;
             let mut media_loop = EventLoop {

@@ -45,6 +45,16 @@ pub const RT_PRIORITY: i32 = 10;
 pub const HIGH_NICE: i32 = -10;
 
 impl LoopPriority {
+    /// The metrics' name for this class (`voxgate_loop_scheduling{class}`).
+    pub fn class(self) -> crate::metrics::SchedulingClass {
+        use crate::metrics::SchedulingClass;
+        match self {
+            LoopPriority::Rt => SchedulingClass::Rt,
+            LoopPriority::High => SchedulingClass::High,
+            LoopPriority::Normal => SchedulingClass::Normal,
+        }
+    }
+
     /// The `class` label of `voxgate_loop_scheduling`.
     pub fn as_str(self) -> &'static str {
         match self {

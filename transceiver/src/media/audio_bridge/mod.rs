@@ -35,7 +35,7 @@ use voxgate_proto::bridge::{
     session_event, uplink, AudioMode, DataMessage, Downlink, SessionEvent, Uplink,
 };
 
-use crate::metrics::{BridgeCounters, HandoffHistogram};
+use crate::metrics::{BridgeCounters, CodecKey, HandoffHistogram};
 
 /// One Opus frame: 20 ms.
 pub const FRAME: Duration = Duration::from_millis(20);
@@ -74,6 +74,15 @@ pub enum OpusApplication {
 }
 
 impl OpusApplication {
+    /// The flag's value: `voip`, `audio` or `lowdelay`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpusApplication::Voip => "voip",
+            OpusApplication::Audio => "audio",
+            OpusApplication::Lowdelay => "lowdelay",
+        }
+    }
+
     pub fn to_opus(self) -> opus::Application {
         match self {
             OpusApplication::Voip => opus::Application::Voip,
@@ -130,6 +139,17 @@ impl EncoderSettings {
 pub struct StartedTalking {
     pub rate: u32,
     pub encoder: EncoderSettings,
+}
+
+impl StartedTalking {
+    /// How the metrics label this session's codecs.
+    pub fn codec_key(&self) -> CodecKey {
+        CodecKey {
+            rate: self.rate,
+            application: self.encoder.application.as_str(),
+            complexity: self.encoder.complexity,
+        }
+    }
 }
 
 /// The channels that connect a session to its owning backend stream.
