@@ -483,7 +483,7 @@ impl Session {
 
     /// What the bridge counted and what happened to the owner since the last call.
     pub fn take_report(&mut self) -> SessionReport {
-        let now = *self.bridge.counters();
+        let now = self.bridge.counters();
         let bridge = now.since(&self.published_bridge);
         self.published_bridge = now;
         SessionReport {
@@ -693,7 +693,7 @@ impl Session {
             backend_attached: self.bridge.has_owner(),
             taps: self.bridge.tap_count(),
             counters: self.counters,
-            bridge: *self.bridge.counters(),
+            bridge: self.bridge.counters(),
         }
     }
 }

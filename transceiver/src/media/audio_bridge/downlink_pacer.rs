@@ -1,122 +1,239 @@
 //! Downlink: backend messages → a queue of PCM (or Opus) → one Opus frame per 20 ms tick, plus
 //! `clear` (barge-in) and playback progress reports to the owner.
 //!
-//! Backend messages are drained once per tick from a bounded channel; PCM is queued, cut into
-//! 20 ms frames and Opus-encoded one per tick into the bridge's reusable buffer; an empty queue
-//! sends nothing.
+//! Backend messages are drained once per tick from the owner's bounded channel; PCM is queued,
+//! cut into 20 ms frames and Opus-encoded one per tick into a reusable buffer; an empty queue
+//! sends nothing. Ticks fall on the session's shared 20 ms grid (see `tick_grid`). What the
+//! owner must hear (clear answers, progress) goes through the bridge's [`Outbox`].
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
-use voxgate_proto::bridge::{downlink, uplink, AudioMode, Cleared, PlaybackProgress, Uplink};
-
-use super::{
-    AudioBridge, BridgeAction, QueuedItem, StartedTalking, FRAME, MAX_OPUS_PACKET,
-    RTP_TICKS_PER_FRAME,
+use voxgate_proto::bridge::{
+    downlink, uplink, AudioMode, Cleared, DataMessage, Downlink, PlaybackProgress, Uplink,
 };
 
-/// Downlink audio the loop holds, PCM or Opus; beyond it, backend messages wait in the channel
-/// (and gRPC flow control pushes back on the backend).
-const MAX_QUEUED_DOWNLINK: Duration = Duration::from_secs(30);
-/// Passthrough Opus packets (20 ms each) in [`MAX_QUEUED_DOWNLINK`].
-pub(super) const MAX_QUEUED_OPUS_FRAMES: usize =
-    (MAX_QUEUED_DOWNLINK.as_millis() / FRAME.as_millis()) as usize;
+use super::codec::{BridgeError, EncoderChoice, EncoderSettings, StartedTalking};
+use super::frame::{frame_samples, ms, scratch, FRAME, MAX_OPUS_PACKET, RTP_TICKS_PER_FRAME};
+use super::opus_queue::{OpusQueue, MAX_QUEUED_DOWNLINK};
+use super::outbox::Outbox;
+use super::pending_clears::PendingClears;
+use super::tick_grid::{CoarseTicks, TickGrid};
+use crate::metrics::BridgeCounters;
 
-/// Passthrough downlink: Opus packets copied back to back into one byte queue, so the queue
-/// holds at most 30 s × 1500 bytes whatever buffers the backend's messages arrived in (a
-/// `Bytes` kept from a message would pin the message's whole receive buffer).
-#[derive(Default)]
-pub(super) struct OpusQueue {
-    bytes: VecDeque<u8>,
-    lens: VecDeque<u16>,
+/// Something the session must do with its `Rtc` on behalf of the backend.
+#[derive(Debug)]
+pub enum BridgeAction {
+    SendData(DataMessage),
+    Hangup(String),
+    /// The owner's stream ended without a hangup: the backend is gone.
+    OwnerLost,
 }
 
-impl OpusQueue {
-    pub(super) fn len(&self) -> usize {
-        self.lens.len()
-    }
+/// What the pacer takes from an owner when it attaches.
+pub struct DownlinkOwner {
+    pub downlink: mpsc::Receiver<Downlink>,
+    pub clears: PendingClears,
+    pub mode: AudioMode,
+    pub rate: u32,
+    /// Played samples between progress reports.
+    pub progress_interval_samples: u64,
+    /// The encoder the owner chose (PCM mode), built by [`DownlinkPacer::encoder_for`].
+    pub encoder: Option<(opus::Encoder, EncoderSettings)>,
+}
 
-    pub(super) fn is_full(&self) -> bool {
-        self.lens.len() >= MAX_QUEUED_OPUS_FRAMES
-    }
+/// The attached owner's side of the pacer.
+struct Owner {
+    downlink: mpsc::Receiver<Downlink>,
+    clears: PendingClears,
+    passthrough: bool,
+    progress_interval_samples: u64,
+    /// The downlink encoder's settings (PCM mode), until its first frame is reported.
+    unreported_encoder: Option<EncoderSettings>,
+}
 
-    pub(super) fn clear(&mut self) {
-        self.bytes.clear();
-        self.lens.clear();
-    }
+/// A run of queued samples from one backend item (`item_id`), for progress and `clear` reports.
+struct QueuedItem {
+    id: String,
+    samples: u64,
+}
 
-    /// Queues one packet of at most [`MAX_OPUS_PACKET`] bytes (the caller checked).
-    fn push(&mut self, packet: &[u8]) {
-        self.bytes.extend(packet);
-        self.lens.push_back(packet.len() as u16);
-    }
+pub struct DownlinkPacer {
+    owner: Option<Owner>,
+    /// PCM rate of the owner's audio (48 kHz until one attaches).
+    rate: u32,
+    encoder: Option<opus::Encoder>,
+    /// The transceiver's encoder settings (`--opus-*`), which an owner's choice refines.
+    encoder_settings: EncoderSettings,
+    /// The packet a tick hands to str0m (every owner), allocated on first use.
+    pub(super) encode_buf: Vec<u8>,
+    /// One PCM frame at the owner's rate, the encoder's input (PCM owners).
+    pub(super) frame_buf: Vec<i16>,
+    down_pcm: VecDeque<i16>,
+    down_opus: OpusQueue,
+    items: VecDeque<QueuedItem>,
+    current_item: Option<(String, u64)>,
+    played_samples: u64,
+    /// Samples of queued audio dropped ahead of a clear on its way (see `PendingClears`),
+    /// reported by that clear.
+    dropped_ahead_of_clear: u64,
+    since_progress: u64,
+    was_playing: bool,
+    out_rtp_ts: u32,
+    next_tick: Option<Instant>,
+    /// The shared 20 ms grid this session's ticks fall on (see `tick_grid`).
+    tick_grid: TickGrid,
+    /// `downlink_frames`, `pcm_frames_encoded`, `downlink_cleared`, `downlink_oversize`,
+    /// `downlink_wrong_mode`, `downlink_full_ticks`.
+    counters: BridgeCounters,
+    /// Set by the owner's first encoded frame, until the loop takes it.
+    started_talking: Option<StartedTalking>,
+}
 
-    /// Moves the oldest packet into `out`; returns its length.
-    fn pop_into(&mut self, out: &mut [u8]) -> Option<usize> {
-        let n = usize::from(self.lens.pop_front()?);
-        for (dst, src) in out.iter_mut().zip(self.bytes.drain(..n)) {
-            *dst = src;
+impl DownlinkPacer {
+    pub fn new(session_id: &str, encoder_settings: EncoderSettings) -> Self {
+        DownlinkPacer {
+            owner: None,
+            rate: 48_000,
+            encoder: None,
+            encoder_settings,
+            encode_buf: Vec::new(),
+            frame_buf: Vec::new(),
+            down_pcm: VecDeque::new(),
+            down_opus: OpusQueue::default(),
+            items: VecDeque::new(),
+            current_item: None,
+            played_samples: 0,
+            dropped_ahead_of_clear: 0,
+            since_progress: 0,
+            was_playing: false,
+            out_rtp_ts: rand::random(),
+            next_tick: None,
+            tick_grid: TickGrid::for_session(session_id),
+            counters: BridgeCounters::default(),
+            started_talking: None,
         }
-        Some(n)
-    }
-}
-
-/// Clears a backend has sent that its session has not taken yet. The gRPC edge counts one up
-/// before it queues a clear and the bridge counts it down when it takes it. While one is on its
-/// way the bridge takes queued audio even past its 30 s, only to drop it (a clear drops all the
-/// audio before it), so a barge-in is never held up behind a full queue.
-#[derive(Debug, Clone, Default)]
-pub struct PendingClears(Arc<AtomicUsize>);
-
-impl PendingClears {
-    /// A clear is about to be queued.
-    pub fn announce(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// An announced clear could not be queued after all.
-    pub fn withdraw(&self) {
-        self.taken();
+    pub fn counters(&self) -> &BridgeCounters {
+        &self.counters
     }
 
-    pub(super) fn any(&self) -> bool {
-        self.0.load(Ordering::Acquire) > 0
-    }
-
-    fn taken(&self) {
-        let _ = self
-            .0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-    }
-}
-
-impl AudioBridge {
     pub fn next_tick(&self) -> Option<Instant> {
         self.next_tick
     }
 
-    /// Drains backend messages; returns the next one the session must act on.
-    pub fn poll_downlink(&mut self) -> Option<BridgeAction> {
+    /// Whether the owner's backend has just played its first PCM frame (once per owner).
+    pub fn take_started_talking(&mut self) -> Option<StartedTalking> {
+        self.started_talking.take()
+    }
+
+    /// The owner's downlink stream is gone (its backend died, or dropped it).
+    pub fn owner_is_closed(&self) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.downlink.is_closed())
+    }
+
+    /// Picks the grid the next owner's ticks fall on, from its audio mode, the size of the
+    /// loop that holds this session and the loop's coarse-tick setting (see
+    /// [`TickGrid::for_owner`]).
+    pub fn choose_tick_grid(
+        &mut self,
+        session_id: &str,
+        mode: AudioMode,
+        loop_sessions: usize,
+        coarse: CoarseTicks,
+    ) {
+        let cheap_ticks = mode == AudioMode::OpusPassthrough;
+        self.tick_grid = TickGrid::for_owner(session_id, cheap_ticks, loop_sessions, coarse);
+    }
+
+    /// The encoder a PCM owner at `rate` gets with its `choice` applied to the transceiver's
+    /// settings; none for a passthrough owner.
+    pub fn encoder_for(
+        &self,
+        rate: u32,
+        mode: AudioMode,
+        choice: EncoderChoice,
+    ) -> Result<Option<(opus::Encoder, EncoderSettings)>, BridgeError> {
+        if mode != AudioMode::Pcm {
+            return Ok(None);
+        }
+        let settings = self.encoder_settings.chosen(choice);
+        Ok(Some((settings.encoder(rate)?, settings)))
+    }
+
+    /// Takes a new owner's downlink. It ticks from now on, even before media flows, so backend
+    /// messages (and a backend that went away) are noticed within a frame; on the shared grid.
+    pub fn attach(&mut self, owner: DownlinkOwner, now: Instant) {
+        let unreported_encoder = owner.encoder.map(|(encoder, settings)| {
+            self.encoder = Some(encoder);
+            settings
+        });
+        self.rate = owner.rate;
+        self.owner = Some(Owner {
+            downlink: owner.downlink,
+            clears: owner.clears,
+            passthrough: owner.mode == AudioMode::OpusPassthrough,
+            progress_interval_samples: owner.progress_interval_samples,
+            unreported_encoder,
+        });
+        self.dropped_ahead_of_clear = 0;
+        self.drop_queued();
+        self.next_tick = Some(self.tick_grid.first_after(now));
+    }
+
+    /// The owner is gone: what it had queued for the caller goes with it.
+    pub fn detach(&mut self) {
+        self.owner = None;
+        self.next_tick = None;
+        self.drop_queued();
+    }
+
+    /// Media is flowing: an owner that attached before starts its clock now if it has none.
+    pub fn on_connected(&mut self, now: Instant) {
+        if self.owner.is_some() {
+            self.next_tick
+                .get_or_insert(self.tick_grid.first_after(now));
+        }
+    }
+
+    /// The session ended: no more ticks.
+    pub fn on_ended(&mut self) {
+        self.owner = None;
+        self.next_tick = None;
+    }
+
+    fn drop_queued(&mut self) {
+        self.down_pcm.clear();
+        self.down_opus.clear();
+        self.items.clear();
+    }
+
+    /// Whether the queue holds its bound (30 s of audio).
+    fn queue_full(&self) -> bool {
+        self.down_pcm.len() as u64 >= MAX_QUEUED_DOWNLINK.as_secs() * u64::from(self.rate)
+            || self.down_opus.is_full()
+    }
+
+    /// Drains backend messages; returns the next one the session must act on. On
+    /// [`BridgeAction::OwnerLost`] the pacer has already let the owner go.
+    pub fn poll_downlink(&mut self, out: &mut Outbox) -> Option<BridgeAction> {
         loop {
+            let full = self.queue_full();
             let owner = self.owner.as_mut()?;
             let clearing = owner.clears.any();
-            if !clearing
-                && (self.down_pcm.len() as u64
-                    >= MAX_QUEUED_DOWNLINK.as_secs() * u64::from(self.rate)
-                    || self.down_opus.is_full())
-            {
+            if !clearing && full {
                 self.counters.downlink_full_ticks += 1;
                 return None;
             }
-            let passthrough = owner.mode == AudioMode::OpusPassthrough;
+            let passthrough = owner.passthrough;
             let msg = match owner.downlink.try_recv() {
                 Ok(m) => m,
                 Err(TryRecvError::Empty) => return None,
                 Err(TryRecvError::Disconnected) => {
-                    self.detach_owner(super::CloseReason::Released);
+                    self.detach();
                     return Some(BridgeAction::OwnerLost);
                 }
             };
@@ -147,7 +264,7 @@ impl AudioBridge {
                     self.counters.downlink_oversize += 1
                 }
                 Some(downlink::Kind::Opus(p)) => self.down_opus.push(&p.data),
-                Some(downlink::Kind::Clear(_)) => self.clear(),
+                Some(downlink::Kind::Clear(_)) => self.clear(out),
                 Some(downlink::Kind::Data(d)) => return Some(BridgeAction::SendData(d)),
                 Some(downlink::Kind::Hangup(h)) => {
                     let reason = if h.reason.is_empty() {
@@ -180,29 +297,33 @@ impl AudioBridge {
         }
     }
 
-    fn clear(&mut self) {
+    fn clear(&mut self, out: &mut Outbox) {
         let dropped = self.down_pcm.len() as u64
             + self.down_opus.len() as u64 * 960
             + std::mem::take(&mut self.dropped_ahead_of_clear);
-        self.down_pcm.clear();
-        self.down_opus.clear();
-        self.items.clear();
+        self.drop_queued();
         self.counters.downlink_cleared += 1;
         let (item_id, item_played) = self.current_item.clone().unwrap_or_default();
         let msg = Uplink {
             kind: Some(uplink::Kind::Cleared(Cleared {
-                played_ms: self.ms(self.played_samples),
-                dropped_ms: self.ms(dropped),
+                played_ms: ms(self.played_samples, self.rate),
+                dropped_ms: ms(dropped, self.rate),
                 item_id,
-                item_played_ms: self.ms(item_played),
+                item_played_ms: ms(item_played, self.rate),
             })),
         };
-        self.send_owner(msg);
+        out.send_owner(msg);
     }
 
     /// The 20 ms downlink tick: returns the next Opus packet to send as RTP (with its RTP
-    /// timestamp), or `None` when nothing is queued. Call at `next_tick()`.
-    pub fn tick(&mut self, now: Instant) -> Option<(&[u8], u32)> {
+    /// timestamp), or `None` when nothing is queued or the caller is not `connected` yet.
+    /// Call at `next_tick()`.
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        connected: bool,
+        out: &mut Outbox,
+    ) -> Option<(&[u8], u32)> {
         let due = self.next_tick?;
         // Fixed cadence, no drift; after a long stall, restart on the grid instead of bursting.
         let mut next = due + FRAME;
@@ -213,53 +334,55 @@ impl AudioBridge {
         let ts = self.out_rtp_ts;
         self.out_rtp_ts = self.out_rtp_ts.wrapping_add(RTP_TICKS_PER_FRAME);
         let owner = self.owner.as_ref()?;
-        if !self.connected {
+        if !connected {
             return None;
         }
-        let len = if owner.mode == AudioMode::OpusPassthrough {
+        let len = if owner.passthrough {
             let n = self
                 .down_opus
-                .pop_into(Self::scratch(&mut self.encode_buf, MAX_OPUS_PACKET))?;
-            self.account_played(960 * u64::from(self.rate) / 48_000);
+                .pop_into(scratch(&mut self.encode_buf, MAX_OPUS_PACKET))?;
+            self.account_played(960 * u64::from(self.rate) / 48_000, out);
             n
         } else {
-            let frame = self.frame_samples();
-            if self.down_pcm.is_empty() {
-                self.finish_playing();
-                return None;
-            }
-            // A short tail is padded with silence rather than held back.
-            let take = self.down_pcm.len().min(frame);
-            let pcm = Self::scratch(&mut self.frame_buf, frame);
-            for (dst, src) in pcm.iter_mut().zip(self.down_pcm.drain(..take)) {
-                *dst = src;
-            }
-            pcm[take..].fill(0);
-            self.account_played(take as u64);
-            let encoder = self.encoder.as_mut()?;
-            let out = Self::scratch(&mut self.encode_buf, MAX_OPUS_PACKET);
-            let n = match encoder.encode(&self.frame_buf[..frame], out) {
-                Ok(n) => n,
-                Err(_) => return None,
-            };
-            self.counters.pcm_frames_encoded += 1;
-            if let Some(encoder) = self
-                .owner
-                .as_mut()
-                .and_then(|o| o.unreported_encoder.take())
-            {
-                self.started_talking = Some(StartedTalking {
-                    rate: self.rate,
-                    encoder,
-                });
-            }
-            n
+            self.encode_frame(out)?
         };
         self.counters.downlink_frames += 1;
         Some((&self.encode_buf[..len], ts))
     }
 
-    fn account_played(&mut self, samples: u64) {
+    /// Encodes the next 20 ms of queued PCM (a short tail padded with silence rather than held
+    /// back) into `encode_buf`; returns its length, or `None` when nothing is queued.
+    fn encode_frame(&mut self, out: &mut Outbox) -> Option<usize> {
+        let frame = frame_samples(self.rate);
+        if self.down_pcm.is_empty() {
+            self.finish_playing(out);
+            return None;
+        }
+        let take = self.down_pcm.len().min(frame);
+        let pcm = scratch(&mut self.frame_buf, frame);
+        for (dst, src) in pcm.iter_mut().zip(self.down_pcm.drain(..take)) {
+            *dst = src;
+        }
+        pcm[take..].fill(0);
+        self.account_played(take as u64, out);
+        let encoder = self.encoder.as_mut()?;
+        let packet = scratch(&mut self.encode_buf, MAX_OPUS_PACKET);
+        let n = encoder.encode(&self.frame_buf[..frame], packet).ok()?;
+        self.counters.pcm_frames_encoded += 1;
+        if let Some(encoder) = self
+            .owner
+            .as_mut()
+            .and_then(|o| o.unreported_encoder.take())
+        {
+            self.started_talking = Some(StartedTalking {
+                rate: self.rate,
+                encoder,
+            });
+        }
+        Some(n)
+    }
+
+    fn account_played(&mut self, samples: u64, out: &mut Outbox) {
         self.played_samples += samples;
         self.since_progress += samples;
         self.was_playing = true;
@@ -284,29 +407,29 @@ impl AudioBridge {
             .as_ref()
             .map_or(u64::MAX, |o| o.progress_interval_samples);
         if self.since_progress >= interval {
-            self.send_progress();
+            self.send_progress(out);
         }
     }
 
-    fn finish_playing(&mut self) {
+    fn finish_playing(&mut self, out: &mut Outbox) {
         if self.was_playing {
             self.was_playing = false;
-            self.send_progress();
+            self.send_progress(out);
         }
     }
 
-    pub(super) fn send_progress(&mut self) {
+    pub(super) fn send_progress(&mut self, out: &mut Outbox) {
         self.since_progress = 0;
         let queued = self.down_pcm.len() as u64 + self.down_opus.len() as u64 * 960;
         let (item_id, item_played) = self.current_item.clone().unwrap_or_default();
         let msg = Uplink {
             kind: Some(uplink::Kind::Progress(PlaybackProgress {
-                played_ms: self.ms(self.played_samples),
-                queued_ms: self.ms(queued),
+                played_ms: ms(self.played_samples, self.rate),
+                queued_ms: ms(queued, self.rate),
                 item_id,
-                item_played_ms: self.ms(item_played),
+                item_played_ms: ms(item_played, self.rate),
             })),
         };
-        self.send_owner(msg);
+        out.send_owner(msg);
     }
 }

@@ -17,7 +17,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use voxgate_proto::bridge::DataMessage;
 
-use super::UPLINK_QUEUE;
+use super::owner_uplink::{UPLINK_CONTROL_RESERVE, UPLINK_QUEUE};
 
 /// Audio packets held: one second of 20 ms packets.
 pub const HELD_AUDIO_PACKETS: usize = 50;
@@ -29,9 +29,8 @@ pub const HELD_DATA_BYTES: usize = 64 * 1024;
 // The replay goes into a new owner's empty uplink queue with `try_send`, behind at most three
 // events (ATTACHED, CONNECTED, DATA_CHANNEL_OPEN): it must fit whole, with audio kept out of the
 // control reserve even when every held message comes before it.
-const _: () = assert!(
-    3 + HELD_DATA_MESSAGES + HELD_AUDIO_PACKETS + super::UPLINK_CONTROL_RESERVE <= UPLINK_QUEUE
-);
+const _: () =
+    assert!(3 + HELD_DATA_MESSAGES + HELD_AUDIO_PACKETS + UPLINK_CONTROL_RESERVE <= UPLINK_QUEUE);
 
 /// One Opus packet as it came from the caller.
 #[derive(Debug, Clone)]

@@ -1,156 +1,54 @@
 //! A session's audio bridge: caller Opus → PCM frames for backends, backend PCM → paced Opus.
 //!
-//! Sans-IO and owned by the session on its media loop. Uplink (`uplink_decoder.rs`): every
-//! received Opus packet is decoded (at the owner's sample rate, so no resampler is needed:
-//! libopus decodes at 16, 24 or 48 kHz natively); sequence gaps are filled with frames recovered
-//! from in-band FEC or synthesized by packet-loss concealment, flagged `concealed`; frames go to
-//! the owner and taps with `try_send`, so a slow backend costs dropped frames (counted), never a
-//! blocked loop. Downlink (`downlink_pacer.rs`): backend messages are drained once per 20 ms tick
-//! from a bounded channel; PCM is queued, cut into 20 ms frames and Opus-encoded one per tick;
-//! an empty queue sends nothing. This file holds the bridge's state, its owner and taps, and
-//! the session events it reports.
+//! Sans-IO and owned by the session on its media loop, in two directions that each own their
+//! state and write to one [`Outbox`] (the owner's uplink and the taps):
+//! - the uplink ([`UplinkDecoder`], `uplink_decoder.rs`): every received Opus packet is decoded
+//!   at the owner's sample rate (libopus decodes at 16, 24 or 48 kHz natively, so no resampler
+//!   is needed); sequence gaps are filled with frames recovered from in-band FEC or synthesized
+//!   by packet-loss concealment, flagged `concealed`; what the caller sends while no backend
+//!   owns the session is held for the next owner (`held_uplink.rs`);
+//! - the downlink ([`DownlinkPacer`], `downlink_pacer.rs`): backend messages are drained once
+//!   per 20 ms tick from a bounded channel; PCM is queued, cut into 20 ms frames and
+//!   Opus-encoded one per tick; an empty queue sends nothing.
+//!
+//! Frames leave with `try_send`, so a slow backend costs dropped frames (counted), never a
+//! blocked loop. [`AudioBridge`] holds the two directions and the outbox, attaches and detaches
+//! owners, and turns the session's events into events for its subscribers.
 
+mod codec;
 mod downlink_pacer;
+mod frame;
 mod held_uplink;
+mod opus_queue;
+mod outbox;
 mod owner_uplink;
+mod pending_clears;
 mod tick_grid;
 mod uplink_decoder;
 
-use downlink_pacer::OpusQueue;
-pub use downlink_pacer::PendingClears;
-use held_uplink::HeldUplink;
+pub use codec::{
+    valid_sample_rate, BridgeError, EncoderChoice, EncoderSettings, OpusApplication, StartedTalking,
+};
+pub use downlink_pacer::BridgeAction;
+use downlink_pacer::{DownlinkOwner, DownlinkPacer};
+pub use frame::{FRAME, RTP_TICKS_PER_FRAME};
 pub use held_uplink::{HELD_AUDIO_PACKETS, HELD_DATA_BYTES, HELD_DATA_MESSAGES};
+use outbox::Outbox;
 pub use owner_uplink::{
     ChannelTx, CloseReason, MuxLink, MuxReceiver, OwnerUplink, Refused, UPLINK_AUDIO_SLOTS,
     UPLINK_CONTROL_RESERVE, UPLINK_QUEUE,
 };
+pub use pending_clears::PendingClears;
 pub use tick_grid::{CoarseTicks, TickGrid};
-use uplink_decoder::Audience;
+use uplink_decoder::UplinkDecoder;
 
-use std::collections::VecDeque;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use voxgate_proto::bridge::{
-    session_event, uplink, AudioMode, DataMessage, Downlink, SessionEvent, Uplink,
-};
+use voxgate_proto::bridge::{session_event, uplink, AudioMode, Downlink, SessionEvent, Uplink};
 
-use crate::metrics::{BridgeCounters, CodecKey, HandoffHistogram};
-
-/// One Opus frame: 20 ms.
-pub const FRAME: Duration = Duration::from_millis(20);
-/// RTP clock ticks per frame (48 kHz clock for Opus).
-pub const RTP_TICKS_PER_FRAME: u32 = 960;
-/// Largest Opus packet sent or taken from a backend (RFC 6716 allows 1275 bytes per frame).
-const MAX_OPUS_PACKET: usize = 1500;
-
-#[derive(Debug, thiserror::Error)]
-pub enum BridgeError {
-    #[error("unsupported sample rate {0} (use 16000, 24000 or 48000)")]
-    SampleRate(u32),
-    #[error("opus: {0}")]
-    Opus(#[from] opus::Error),
-}
-
-pub fn valid_sample_rate(rate: u32) -> Result<u32, BridgeError> {
-    match rate {
-        0 => Ok(48_000),
-        16_000 | 24_000 | 48_000 => Ok(rate),
-        r => Err(BridgeError::SampleRate(r)),
-    }
-}
-
-/// The downlink encoder's libopus application (`--opus-application`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum)]
-pub enum OpusApplication {
-    /// SILK for speech at low rates, hybrid above; the default.
-    #[default]
-    Voip,
-    /// Tuned for fidelity to the input rather than speech intelligibility.
-    Audio,
-    /// RESTRICTED_LOWDELAY: CELT only, no SILK and no speech analysis; the cheapest encoder,
-    /// meant for synthetic (TTS) speech.
-    Lowdelay,
-}
-
-impl OpusApplication {
-    /// The flag's value: `voip`, `audio` or `lowdelay`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OpusApplication::Voip => "voip",
-            OpusApplication::Audio => "audio",
-            OpusApplication::Lowdelay => "lowdelay",
-        }
-    }
-
-    pub fn to_opus(self) -> opus::Application {
-        match self {
-            OpusApplication::Voip => opus::Application::Voip,
-            OpusApplication::Audio => opus::Application::Audio,
-            OpusApplication::Lowdelay => opus::Application::LowDelay,
-        }
-    }
-}
-
-/// Downlink encoder settings (`--opus-bitrate`, `--opus-complexity`, `--opus-application`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct EncoderSettings {
-    pub bitrate: i32,
-    pub complexity: i32,
-    pub application: OpusApplication,
-}
-
-/// An owner's own choice of downlink encoder (its `Attach.encoder`): what it leaves `None`
-/// keeps the transceiver's setting.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EncoderChoice {
-    pub application: Option<OpusApplication>,
-    /// 0 to 10 (checked where the attach is parsed).
-    pub complexity: Option<i32>,
-}
-
-impl EncoderSettings {
-    /// These settings with `choice` applied.
-    pub fn chosen(self, choice: EncoderChoice) -> EncoderSettings {
-        EncoderSettings {
-            bitrate: self.bitrate,
-            complexity: choice.complexity.unwrap_or(self.complexity),
-            application: choice.application.unwrap_or(self.application),
-        }
-    }
-
-    /// A mono encoder at `rate` with these settings, as every PCM session's downlink has.
-    pub fn encoder(&self, rate: u32) -> Result<opus::Encoder, opus::Error> {
-        let mut enc = opus::Encoder::new(rate, opus::Channels::Mono, self.application.to_opus())?;
-        enc.set_bitrate(opus::Bitrate::Bits(self.bitrate))?;
-        enc.set_complexity(self.complexity)?;
-        // In-band FEC is SILK's (LBRR): a CELT-only low-delay encoder has none to add.
-        if self.application != OpusApplication::Lowdelay {
-            enc.set_inband_fec(true)?;
-        }
-        Ok(enc)
-    }
-}
-
-/// A PCM owner's backend played its first frame: from now on the session costs its encoder
-/// (admission counts it at that cost before the CPU window shows it; see
-/// `control::process_load`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct StartedTalking {
-    pub rate: u32,
-    pub encoder: EncoderSettings,
-}
-
-impl StartedTalking {
-    /// How the metrics label this session's codecs.
-    pub fn codec_key(&self) -> CodecKey {
-        CodecKey {
-            rate: self.rate,
-            application: self.encoder.application.as_str(),
-            complexity: self.encoder.complexity,
-        }
-    }
-}
+use crate::metrics::{BridgeCounters, HandoffHistogram};
 
 /// The channels that connect a session to its owning backend stream.
 pub struct OwnerEndpoints {
@@ -169,128 +67,48 @@ pub struct OwnerEndpoints {
     pub clears: PendingClears,
 }
 
-struct Owner {
-    uplink: OwnerUplink,
-    downlink: mpsc::Receiver<Downlink>,
-    clears: PendingClears,
-    mode: AudioMode,
-    progress_interval_samples: u64,
-    stall_after: Duration,
-    /// Since when the uplink queue has been full (seen on a tick), if it is.
-    full_since: Option<Instant>,
-    /// The downlink encoder's settings (PCM mode), until its first frame is reported.
-    unreported_encoder: Option<EncoderSettings>,
-}
-
-/// Something the session must do with its `Rtc` on behalf of the backend.
-#[derive(Debug)]
-pub enum BridgeAction {
-    SendData(DataMessage),
-    Hangup(String),
-    /// The owner's stream ended without a hangup: the backend is gone.
-    OwnerLost,
-}
-
 pub struct AudioBridge {
-    owner: Option<Owner>,
+    session_id: String,
+    uplink: UplinkDecoder,
+    downlink: DownlinkPacer,
+    /// The owner's uplink and the taps: where both directions' messages go.
+    out: Outbox,
     /// `owner_id` of the latest owner (kept after it is dropped, for the loss report).
     last_owner_id: u64,
-    taps: Vec<mpsc::Sender<Uplink>>,
-    session_id: String,
-    /// Uplink PCM rate (the owner's; 48 kHz until one attaches).
-    rate: u32,
-    decoder: Option<opus::Decoder>,
-    encoder: Option<opus::Encoder>,
-    encoder_settings: EncoderSettings,
-    // Scratch buffers, allocated on first use (`scratch`): a session no backend owns needs
-    // none, a passthrough one only `encode_buf`. Allocated up front they were 15 KB of every
-    // session (`decode_buf` alone 11.5 KB, for 120 ms of 48 kHz of which a decode only ever
-    // uses one 20 ms frame; massif on 100 idle sessions).
-    /// One decoded uplink frame at the owner's rate (PCM owners).
-    decode_buf: Vec<i16>,
-    /// The downlink packet a tick hands to str0m (every owner).
-    encode_buf: Vec<u8>,
-    /// One downlink PCM frame at the owner's rate, the encoder's input (PCM owners).
-    frame_buf: Vec<i16>,
-    last_rtp_seq: Option<u64>,
-    frame_seq: u64,
-    down_pcm: VecDeque<i16>,
-    down_opus: OpusQueue,
-    items: VecDeque<QueuedItem>,
-    current_item: Option<(String, u64)>,
-    played_samples: u64,
-    /// Samples of queued audio dropped ahead of a clear on its way (see `PendingClears`),
-    /// reported by that clear.
-    dropped_ahead_of_clear: u64,
-    since_progress: u64,
-    was_playing: bool,
-    out_rtp_ts: u32,
-    next_tick: Option<Instant>,
-    /// The shared 20 ms grid this session's ticks fall on (see `tick_grid`).
-    tick_grid: TickGrid,
     connected: bool,
     /// The caller's data channel is open (replayed to an owner that attaches later).
     channel_open: bool,
-    /// What the caller sent while no backend owned the session (see `held_uplink`).
-    held: HeldUplink,
-    counters: BridgeCounters,
-    /// Hand-off latencies since the loop last took them.
-    handoff: HandoffHistogram,
-    clock: WallClock,
-    /// Set by the owner's first encoded frame, until the loop takes it.
-    started_talking: Option<StartedTalking>,
 }
 
 impl AudioBridge {
     pub fn new(session_id: String, encoder_settings: EncoderSettings) -> Self {
-        let tick_grid = TickGrid::for_session(&session_id);
         AudioBridge {
-            owner: None,
-            last_owner_id: 0,
-            taps: Vec::new(),
+            downlink: DownlinkPacer::new(&session_id, encoder_settings),
+            uplink: UplinkDecoder::default(),
+            out: Outbox::default(),
             session_id,
-            rate: 48_000,
-            decoder: None,
-            encoder: None,
-            encoder_settings,
-            decode_buf: Vec::new(),
-            encode_buf: Vec::new(),
-            frame_buf: Vec::new(),
-            last_rtp_seq: None,
-            frame_seq: 0,
-            down_pcm: VecDeque::new(),
-            down_opus: OpusQueue::default(),
-            items: VecDeque::new(),
-            current_item: None,
-            played_samples: 0,
-            dropped_ahead_of_clear: 0,
-            since_progress: 0,
-            was_playing: false,
-            out_rtp_ts: rand::random(),
-            next_tick: None,
-            tick_grid,
+            last_owner_id: 0,
             connected: false,
             channel_open: false,
-            held: HeldUplink::default(),
-            counters: BridgeCounters::default(),
-            handoff: HandoffHistogram::default(),
-            clock: WallClock::new(),
-            started_talking: None,
         }
     }
 
-    pub fn counters(&self) -> &BridgeCounters {
-        &self.counters
+    /// Every direction's counts so far.
+    pub fn counters(&self) -> BridgeCounters {
+        let mut c = *self.uplink.counters();
+        c.add(self.downlink.counters());
+        c.add(self.out.counters());
+        c
     }
 
     /// The hand-off latencies observed since the last call.
     pub fn take_handoff(&mut self) -> HandoffHistogram {
-        std::mem::take(&mut self.handoff)
+        self.uplink.take_handoff()
     }
 
     /// Whether the owner's backend has just played its first PCM frame (once per owner).
     pub fn take_started_talking(&mut self) -> Option<StartedTalking> {
-        self.started_talking.take()
+        self.downlink.take_started_talking()
     }
 
     /// The `owner_id` of the latest owner, live or lost.
@@ -299,48 +117,26 @@ impl AudioBridge {
     }
 
     pub fn has_owner(&self) -> bool {
-        self.owner.is_some()
+        self.out.has_owner()
     }
 
     /// Drops an owner whose streams are closed (its backend died but no tick noticed yet), so
     /// a new owner can attach at once. Returns whether a live owner remains.
     pub fn has_live_owner(&mut self) -> bool {
-        let dead = self
-            .owner
-            .as_ref()
-            .is_some_and(|o| o.uplink.is_closed() || o.downlink.is_closed());
-        if dead {
+        if self.out.owner_is_closed() || self.downlink.owner_is_closed() {
             self.detach_owner(CloseReason::Released);
         }
-        self.owner.is_some()
+        self.out.has_owner()
     }
 
     pub fn tap_count(&self) -> usize {
-        self.taps.len()
+        self.out.tap_count()
     }
 
     /// Taps whose subscriber is still there (gone ones are dropped first, so a client that
     /// hangs up its taps can open new ones).
     pub fn live_tap_count(&mut self) -> usize {
-        self.taps.retain(|t| !t.is_closed());
-        self.taps.len()
-    }
-
-    /// `buf` grown to at least `len` (zeros): scratch buffers are allocated on first use, and
-    /// after that this is a length check.
-    fn scratch<T: Copy + Default>(buf: &mut Vec<T>, len: usize) -> &mut [T] {
-        if buf.len() < len {
-            buf.resize(len, T::default());
-        }
-        &mut buf[..len]
-    }
-
-    fn frame_samples(&self) -> usize {
-        (self.rate / 50) as usize
-    }
-
-    fn ms(&self, samples: u64) -> u64 {
-        samples * 1000 / u64::from(self.rate)
+        self.out.live_tap_count()
     }
 
     /// Picks the grid the next owner's ticks fall on, from its audio mode, the size of the
@@ -348,94 +144,70 @@ impl AudioBridge {
     /// [`TickGrid::for_owner`]). Call before [`AudioBridge::attach_owner`]; without it the
     /// session ticks on its fine grid.
     pub fn choose_tick_grid(&mut self, mode: AudioMode, loop_sessions: usize, coarse: CoarseTicks) {
-        let cheap_ticks = mode == AudioMode::OpusPassthrough;
-        self.tick_grid = TickGrid::for_owner(&self.session_id, cheap_ticks, loop_sessions, coarse);
+        self.downlink
+            .choose_tick_grid(&self.session_id, mode, loop_sessions, coarse);
     }
 
-    /// Makes `endpoints` the session's owner. The caller checked there was none.
+    /// Makes `endpoints` the session's owner. The caller checked there was none. Nothing
+    /// changes if the owner's codecs cannot be built.
     pub fn attach_owner(
         &mut self,
         endpoints: OwnerEndpoints,
         now: Instant,
-        metadata: &std::collections::HashMap<String, String>,
+        metadata: &HashMap<String, String>,
     ) -> Result<(), BridgeError> {
         let rate = valid_sample_rate(endpoints.sample_rate)?;
-        let unreported_encoder = if endpoints.mode == AudioMode::Pcm {
-            // (Re)build codecs at the owner's rate; a new owner may ask for another rate.
-            if self.decoder.is_none() || rate != self.rate {
-                self.decoder = Some(opus::Decoder::new(rate, opus::Channels::Mono)?);
-            }
-            let settings = self.encoder_settings.chosen(endpoints.encoder);
-            self.encoder = Some(settings.encoder(rate)?);
-            Some(settings)
-        } else {
-            None
-        };
-        self.rate = rate;
-        let interval_samples =
-            (endpoints.progress_interval.as_millis() as u64).max(20) * u64::from(rate) / 1000;
-        let mut uplink = endpoints.uplink;
-        uplink.mark_attached();
-        let owner = Owner {
-            uplink,
-            downlink: endpoints.downlink,
-            clears: endpoints.clears,
-            mode: endpoints.mode,
-            progress_interval_samples: interval_samples,
-            stall_after: endpoints.stall_after,
-            full_since: None,
-            unreported_encoder,
-        };
+        let mode = endpoints.mode;
+        // (Re)build codecs at the owner's rate; a new owner may ask for another rate.
+        let decoder = self.uplink.decoder_for(rate, mode)?;
+        let encoder = self.downlink.encoder_for(rate, mode, endpoints.encoder)?;
+        self.uplink.attach(rate, mode, decoder);
+        let progress_ms = (endpoints.progress_interval.as_millis() as u64).max(20);
+        self.downlink.attach(
+            DownlinkOwner {
+                downlink: endpoints.downlink,
+                clears: endpoints.clears,
+                mode,
+                rate,
+                progress_interval_samples: progress_ms * u64::from(rate) / 1000,
+                encoder,
+            },
+            now,
+        );
+        self.out.attach(endpoints.uplink, endpoints.stall_after);
         self.last_owner_id = endpoints.owner_id;
-        self.dropped_ahead_of_clear = 0;
-        self.down_pcm.clear();
-        self.down_opus.clear();
-        self.items.clear();
-        self.owner = Some(owner);
-        self.send_owner(event(
+        let attached = event(
             session_event::Kind::Attached,
             "",
             &self.session_id,
             metadata,
-        ));
+        );
+        self.out.send_owner(attached);
         // What happened before this owner attached, in the order it happened.
         let past = [
             (self.connected, session_event::Kind::Connected),
             (self.channel_open, session_event::Kind::DataChannelOpen),
         ];
         for (_, kind) in past.into_iter().filter(|(happened, _)| *happened) {
-            self.send_owner(event(kind, "", &self.session_id, &Default::default()));
+            let ev = event(kind, "", &self.session_id, &HashMap::new());
+            self.out.send_owner(ev);
         }
-        self.replay_held();
-        // Tick from now on, even before media flows, so backend messages (and a backend that
-        // went away) are noticed within a frame; on the shared grid (see `tick_grid`).
-        self.next_tick = Some(self.tick_grid.first_after(now));
+        self.uplink.replay_held(&mut self.out);
         Ok(())
     }
 
     pub fn add_tap(&mut self, tap: mpsc::Sender<Uplink>) -> Result<(), BridgeError> {
-        if self.decoder.is_none() {
-            self.decoder = Some(opus::Decoder::new(self.rate, opus::Channels::Mono)?);
-        }
-        self.taps.push(tap);
+        self.uplink.ensure_decoder()?;
+        self.out.add_tap(tap);
         Ok(())
     }
 
     /// Checked on each tick: an owner whose uplink queue has stayed full (of audio) for its
-    /// stall time is stuck (a frozen process, or a dead connection not yet noticed). It is dropped, which
-    /// ends its stream, and the caller reports the owner lost so the session is dispatched
-    /// again. No allocation: a capacity read and an `Instant` comparison.
+    /// stall time is stuck (a frozen process, or a dead connection not yet noticed). It is
+    /// dropped, which ends its stream, and the caller reports the owner lost so the session is
+    /// dispatched again.
     pub fn owner_stalled(&mut self, now: Instant) -> bool {
-        let Some(o) = self.owner.as_mut() else {
-            return false;
-        };
-        // Full for audio: what is left is the control reserve.
-        if o.uplink.has_audio_room() {
-            o.full_since = None;
-            return false;
-        }
-        let since = *o.full_since.get_or_insert(now);
-        if now.saturating_duration_since(since) < o.stall_after {
+        if !self.out.owner_stalled(now) {
             return false;
         }
         self.detach_owner(CloseReason::Stalled);
@@ -445,13 +217,9 @@ impl AudioBridge {
     /// Drops the owner (its uplink ends, saying `why` to a `Multiplex` channel) and what it
     /// had queued for the caller.
     pub fn detach_owner(&mut self, why: CloseReason) {
-        if let Some(o) = self.owner.take() {
-            o.uplink.close(why);
-        }
-        self.next_tick = None;
-        self.down_pcm.clear();
-        self.down_opus.clear();
-        self.items.clear();
+        self.out.detach(why);
+        self.downlink.detach();
+        self.uplink.detach();
     }
 
     /// Media is flowing: tell subscribers and start the downlink clock.
@@ -461,24 +229,17 @@ impl AudioBridge {
             session_event::Kind::Connected,
             "",
             &self.session_id,
-            &Default::default(),
+            &HashMap::new(),
         );
-        self.broadcast(ev);
-        if self.owner.is_some() {
-            self.next_tick
-                .get_or_insert(self.tick_grid.first_after(now));
-        }
+        self.out.broadcast(ev);
+        self.downlink.on_connected(now);
     }
 
     pub fn on_channel_open(&mut self) {
         self.channel_open = true;
-        let ev = event(
-            session_event::Kind::DataChannelOpen,
-            "",
-            &self.session_id,
-            &Default::default(),
-        );
-        self.broadcast(ev);
+        let kind = session_event::Kind::DataChannelOpen;
+        let ev = event(kind, "", &self.session_id, &HashMap::new());
+        self.out.broadcast(ev);
     }
 
     /// The session ended: a last event to everyone, then the channels close.
@@ -487,45 +248,49 @@ impl AudioBridge {
             session_event::Kind::Ended,
             reason,
             &self.session_id,
-            &Default::default(),
+            &HashMap::new(),
         );
-        self.broadcast(ev);
-        if let Some(o) = self.owner.take() {
-            o.uplink.close(CloseReason::Ended);
-        }
-        self.taps.clear();
-        self.next_tick = None;
+        self.out.broadcast(ev);
+        self.out.close_all();
+        self.downlink.on_ended();
+        self.uplink.detach();
     }
 
-    fn send_owner(&mut self, msg: Uplink) {
-        if let Some(o) = &self.owner {
-            match o.uplink.offer(msg) {
-                Ok(()) => {}
-                Err(Refused::Full) => self.counters.uplink_dropped += 1,
-                Err(Refused::Closed) => {} // noticed by poll_downlink
-            }
-        }
+    /// A message on the caller's data channel (`label`), for the owner and taps.
+    pub fn on_channel_data(&mut self, label: &str, binary: bool, data: &[u8]) {
+        self.uplink
+            .on_channel_data(label, binary, data, &mut self.out);
     }
 
-    fn send(&mut self, audience: Audience, msg: Uplink) {
-        match audience {
-            Audience::All => self.broadcast(msg),
-            Audience::OwnerOnly => self.send_owner(msg),
-        }
+    /// One received Opus packet (in order, as str0m delivers them); see
+    /// [`UplinkDecoder::on_audio_packet`].
+    pub fn on_audio_packet<D>(&mut self, arrival: Instant, rtp_seq: u64, rtp_ts: u32, data: D)
+    where
+        D: AsRef<[u8]> + Send + 'static,
+    {
+        self.uplink
+            .on_audio_packet(arrival, rtp_seq, rtp_ts, data, &mut self.out);
     }
 
-    fn broadcast(&mut self, msg: Uplink) {
-        let dropped = &mut self.counters.tap_dropped;
-        self.taps
-            .retain(|t| match owner_uplink::offer_bounded(t, msg.clone()) {
-                Ok(()) => true,
-                Err(Refused::Full) => {
-                    *dropped += 1;
-                    true
-                }
-                Err(Refused::Closed) => false,
-            });
-        self.send_owner(msg);
+    pub fn next_tick(&self) -> Option<Instant> {
+        self.downlink.next_tick()
+    }
+
+    /// Drains backend messages; returns the next one the session must act on.
+    pub fn poll_downlink(&mut self) -> Option<BridgeAction> {
+        let action = self.downlink.poll_downlink(&mut self.out);
+        if matches!(action, Some(BridgeAction::OwnerLost)) {
+            // The pacer let the owner's downlink go; its uplink goes too.
+            self.out.detach(CloseReason::Released);
+            self.uplink.detach();
+        }
+        action
+    }
+
+    /// The 20 ms downlink tick: returns the next Opus packet to send as RTP (with its RTP
+    /// timestamp), or `None` when nothing is queued. Call at `next_tick()`.
+    pub fn tick(&mut self, now: Instant) -> Option<(&[u8], u32)> {
+        self.downlink.tick(now, self.connected, &mut self.out)
     }
 }
 
@@ -533,7 +298,7 @@ fn event(
     kind: session_event::Kind,
     reason: &str,
     session_id: &str,
-    metadata: &std::collections::HashMap<String, String>,
+    metadata: &HashMap<String, String>,
 ) -> Uplink {
     Uplink {
         kind: Some(uplink::Kind::Event(SessionEvent {
@@ -545,44 +310,11 @@ fn event(
     }
 }
 
-/// A run of queued samples from one backend item (`item_id`), for progress and `clear` reports.
-struct QueuedItem {
-    id: String,
-    samples: u64,
-}
-
-/// Maps loop `Instant`s to wall-clock microseconds (captured once, so no syscall per packet).
-struct WallClock {
-    base_instant: Instant,
-    base_unix_micros: i64,
-}
-
-impl WallClock {
-    /// Reads both clocks back to back (a base taken earlier would bias every timestamp).
-    fn new() -> Self {
-        let base_instant = Instant::now();
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as i64)
-            .unwrap_or(0);
-        WallClock {
-            base_instant,
-            base_unix_micros: unix,
-        }
-    }
-
-    fn unix_micros(&self, t: Instant) -> i64 {
-        match t.checked_duration_since(self.base_instant) {
-            Some(d) => self.base_unix_micros + d.as_micros() as i64,
-            None => self.base_unix_micros - (self.base_instant - t).as_micros() as i64,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::frame::MAX_OPUS_PACKET;
     use super::*;
-    use voxgate_proto::bridge::{data_message, downlink, AudioFrame};
+    use voxgate_proto::bridge::{data_message, downlink, AudioFrame, DataMessage};
 
     const SETTINGS: EncoderSettings = EncoderSettings {
         bitrate: 32_000,
@@ -717,7 +449,7 @@ mod tests {
         }
         assert_eq!(b.counters().uplink_dropped, 34);
         // Progress reports are dropped like frames: the next one supersedes.
-        b.send_progress();
+        b.downlink.send_progress(&mut b.out);
         assert_eq!(b.counters().uplink_dropped, 35);
         // What must not be lost still gets in: an event, the caller's text, a clear's answer.
         b.on_channel_open();
@@ -840,9 +572,9 @@ mod tests {
         let now = Instant::now();
         let mut b = AudioBridge::new("s".into(), SETTINGS);
         // A session no backend owns carries no codec buffers (memory per idle session).
-        assert_eq!(b.decode_buf.capacity(), 0);
-        assert_eq!(b.encode_buf.capacity(), 0);
-        assert_eq!(b.frame_buf.capacity(), 0);
+        assert_eq!(b.uplink.decode_buf.capacity(), 0);
+        assert_eq!(b.downlink.encode_buf.capacity(), 0);
+        assert_eq!(b.downlink.frame_buf.capacity(), 0);
         let (ep, mut up, down) = owner(16_000);
         b.attach_owner(ep, now, &Default::default()).unwrap();
         b.on_connected(now);
@@ -855,7 +587,7 @@ mod tests {
             .iter()
             .all(|f| f.pcm.len() == 320 * 2 && !f.concealed));
         assert_eq!(
-            b.decode_buf.len(),
+            b.uplink.decode_buf.len(),
             320,
             "one 20 ms frame at 16 kHz, not 120 ms at 48"
         );
@@ -878,8 +610,8 @@ mod tests {
             }
         }
         assert_eq!(sent, 3, "two whole frames and the padded tail");
-        assert_eq!(b.frame_buf.len(), 320);
-        assert_eq!(b.encode_buf.len(), MAX_OPUS_PACKET);
+        assert_eq!(b.downlink.frame_buf.len(), 320);
+        assert_eq!(b.downlink.encode_buf.len(), MAX_OPUS_PACKET);
     }
 
     #[test]

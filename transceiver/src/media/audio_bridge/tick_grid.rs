@@ -38,7 +38,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::FRAME;
+use super::frame::FRAME;
 
 /// How many phase-shifted grids sessions are spread over.
 pub const PHASES: u32 = 10;
