@@ -2,12 +2,13 @@
 //!
 //! Owns: the Sans-IO dispatcher ([`dispatch`]), its inbox ([`dispatch_handle`]), the task that
 //! feeds it messages and time and carries out its decisions ([`dispatch_task`]), and the
-//! `voxgate.v1.Bridge` gRPC service ([`bridge_service`]), whose connections coalesce a runtime
-//! tick's writes into one system call ([`write_coalescing`]).
+//! `voxgate.v1.Bridge` gRPC service ([`bridge_service`]; a `Multiplex` stream's many sessions in
+//! [`multiplex`]; attaching either kind of stream to a session in [`attach`]), whose
+//! connections coalesce a runtime tick's writes into one system call ([`write_coalescing`]).
 //!
 //! Layers: [`dispatch`] and [`dispatch_handle`] sit below the control plane (it sends new,
-//! lost and ended sessions into the inbox, as it sends commands to a loop); [`dispatch_task`]
-//! and [`bridge_service`] sit above it and call [`crate::control::plane::ControlPlane`] to
+//! lost and ended sessions into the inbox, as it sends commands to a loop); [`dispatch_task`],
+//! [`attach`], [`multiplex`] and [`bridge_service`] (in that order) sit above it and call [`crate::control::plane::ControlPlane`] to
 //! attach streams to sessions or end them. They may also call [`crate::auth`],
 //! [`crate::metrics`] and the types [`crate::media`] exports for attaching (`OwnerEndpoints`,
 //! `AttachError`, `SessionId`).
@@ -17,6 +18,7 @@
 //! [`multiplex`]) that attaches as the owner → the session's loop sends uplink frames down that
 //! stream and drains its downlink queue.
 
+pub mod attach;
 pub mod bridge_service;
 pub mod dispatch;
 pub mod dispatch_handle;

@@ -26,7 +26,7 @@ use voxgate_proto::bridge::{
     downlink, ChannelDownlink, Downlink, MultiplexDownlink, MultiplexUplink,
 };
 
-use crate::backend::bridge_service::{
+use crate::backend::attach::{
     attach_owner, observe_queue_wait, unix_micros_now, AttachRequest, DownlinkTx, DOWNLINK_QUEUE,
 };
 use crate::control::plane::ControlPlane;
