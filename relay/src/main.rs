@@ -12,8 +12,10 @@ use voxgate_relay::config::{Args, Config};
 use voxgate_relay::runtime::Relay;
 
 fn main() -> anyhow::Result<()> {
+    // Logs go to stderr, like other daemons'.
     tracing_subscriber::fmt()
-        .with_ansi(std::io::stdout().is_terminal())
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )

@@ -22,5 +22,6 @@
 pub mod auth;
 pub mod backend;
 pub mod control;
+pub mod log_filter;
 pub mod media;
 pub mod metrics;

@@ -41,14 +41,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// Logs go to stderr, like other daemons' (stdout stays free for output a tool might print),
+/// filtered by `RUST_LOG` (see `log_filter`).
 fn init_tracing(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     use std::io::IsTerminal;
+    let env = std::env::var("RUST_LOG").ok();
+    let filter = voxgate_transceiver::log_filter::log_filter(env.as_deref());
     // Colour only on a terminal: log files and collectors get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal());
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

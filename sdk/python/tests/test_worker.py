@@ -242,6 +242,20 @@ async def test_caller_leaving_ends_the_call_with_the_reason(answered):
             await call.send("too late")
 
 
+async def test_a_caller_hanging_up_ends_the_call_and_the_transceiver_logs_no_error(
+        answered, transceiver):
+    # The caller's browser closes its peer connection (aiortc sends an SCTP ABORT for the data
+    # channel and stops its consent checks): a normal hang-up, which is nobody's error.
+    async with answered() as (caller, call):
+        await caller.pc.close()
+        await asyncio.wait_for(call.ended.wait(), 3 * TIMEOUT)
+        assert call.error is None, call.error
+    log = transceiver.log_path.read_text(errors="replace")
+    assert "session ended" in log
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    assert errors == [], "\n".join(errors)
+
+
 async def test_tap_listens_without_owning_and_unknown_sessions_are_errors(
         transceiver, answered, token):
     async with answered() as (caller, call):

@@ -220,7 +220,7 @@ pub(crate) async fn attach_owner(
         dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
         return Err(attach_status(e));
     }
-    tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate = ask.sample_rate, mode = ?ask.mode, ?ask.encoder.application, ?ask.encoder.complexity, "backend attached");
+    tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate = ask.sample_rate, mode = ?ask.mode, application = ?ask.encoder.application, complexity = ?ask.encoder.complexity, "backend attached");
     Ok(DownlinkTx {
         tx: down_tx,
         clears,
