@@ -15,7 +15,8 @@ use voxgate_testkit::{ClientSession, SessionConfig};
 
 use super::*;
 use crate::media::audio_bridge::{
-    CoarseTicks, EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, UPLINK_QUEUE,
+    CoarseTicks, EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, TickGrid,
+    UPLINK_QUEUE,
 };
 use crate::media::session::{Candidates, SessionParams, SessionSnapshot, SessionState};
 use crate::media::tcp_server::TcpLimits;
@@ -132,6 +133,10 @@ struct Rig {
 
 impl Rig {
     fn new(max_taps: usize) -> Rig {
+        // The process's tick grid starts at its first use on the real clock. The rig's clock
+        // starts after it, or a busy machine could put the grid's epoch in the rig's future
+        // and the first downlink tick past the end of a test.
+        let _ = TickGrid::shared();
         Rig {
             endpoint: LoopEndpoint::new(0, settings(max_taps)),
             out: Recorder::new(),
@@ -522,7 +527,11 @@ fn a_path_moves_only_on_an_answered_check() {
     );
     rig.out.sent.clear();
     rig.run_for(&mut c, Duration::from_millis(100));
-    assert!(!rig.out.sent.is_empty(), "the owner's audio went out");
+    let snap = rig.snapshot(c.id).unwrap();
+    assert!(
+        !rig.out.sent.is_empty(),
+        "the owner's audio went out: {snap:?}"
+    );
     assert!(rig
         .out
         .sent
