@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use crate::scenarios::cost::{self, CostEvidence};
+use crate::scenarios::cost::report::{self as cost, CostEvidence};
 use crate::scenarios::{media, relay, setup};
 use crate::suite::{SuiteResults, SCENARIOS};
 

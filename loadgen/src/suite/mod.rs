@@ -133,9 +133,9 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "cost",
-        run: Some(|s| cost::run(s, |r| (&mut r.cost, &mut r.profiles))),
-        targets: |md, r| cost::targets(md, &r.cost, r.codec_floor.as_ref()),
-        section: |md, r| cost::section(md, &r.cost, r.floors(), r.plan.as_ref()),
+        run: Some(|s| cost::run::run(s, |r| (&mut r.cost, &mut r.profiles))),
+        targets: |md, r| cost::report::targets(md, &r.cost, r.codec_floor.as_ref()),
+        section: |md, r| cost::report::section(md, &r.cost, r.floors(), r.plan.as_ref()),
     },
     Scenario {
         name: "encoder",
@@ -231,7 +231,7 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.criterion_dir {
         suite.results.micro = micro::read_criterion(dir);
     }
-    cost::measure_floor(&mut suite, |r| (&mut r.codec_floor, &mut r.codec_floors));
+    cost::run::measure_floor(&mut suite, |r| (&mut r.codec_floor, &mut r.codec_floors));
     if !suite.skip("encoder") {
         encoder::measure(&mut suite, |r| &mut r.encoder_quality);
     }
