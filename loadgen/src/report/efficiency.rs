@@ -360,8 +360,8 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::prom_hist::HandoffLatency;
+    use crate::report::efficiency::*;
     use crate::session_load::ServerUsage;
 
     /// A run below capacity (a quarter of a core, nobody refused) with hand-off p99 `p99_ms`.
