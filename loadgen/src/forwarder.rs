@@ -1,8 +1,8 @@
 //! The ceiling the relay is measured against: a UDP forwarder with the relay's batched I/O
-//! (edge-triggered `mio` readiness, `recvmmsg` / `sendmmsg` of [`BATCH`] datagrams,
-//! preallocated buffers) and nothing else: no parsing, no flow table, no header, every
-//! datagram goes unchanged to one fixed address, zero-copy from the receive buffers
-//! ([`RecvBatch::forward`]).
+//! (the same `udp-batch` crate; edge-triggered `mio` readiness, `recvmmsg` / `sendmmsg` of
+//! [`BATCH`] datagrams, preallocated buffers) and nothing else: no parsing, no flow table, no
+//! header, every datagram goes unchanged to one fixed address, zero-copy from the receive
+//! buffers ([`RecvBatch::forward`]).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;

@@ -170,9 +170,7 @@ impl RecvBatch {
             })
         })
     }
-}
 
-impl RecvBatch {
     /// Sends every datagram of the last [`recv`](Self::recv) on to `to`, unchanged and
     /// without copying it (each one leaves from the slot it arrived in), through `socket`,
     /// bound to IPv6 iff `v6_socket`. The batch is empty afterwards: its address slots now
