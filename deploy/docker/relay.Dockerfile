@@ -9,9 +9,11 @@ FROM rust:1-bookworm AS build
 # No C dependencies (no libopus here), so the stock image builds it as is.
 WORKDIR /src
 COPY . .
+# The one way every build of what ships runs (scripts/run and scripts/bench too): this binary
+# alone, release profile, default features (scripts/build-release --command relay).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p voxgate-relay --bin relay \
+    scripts/build-release relay \
  && install -D -m 0755 target/release/relay /out/relay
 
 FROM debian:bookworm-slim

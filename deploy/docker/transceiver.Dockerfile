@@ -16,9 +16,11 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
+# The one way every build of what ships runs (scripts/run and scripts/bench too): this binary
+# alone, release profile, default features (scripts/build-release --command transceiver).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p voxgate-transceiver --bin transceiver \
+    scripts/build-release transceiver \
  && install -D -m 0755 target/release/transceiver /out/transceiver
 
 FROM debian:bookworm-slim

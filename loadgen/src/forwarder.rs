@@ -1,7 +1,8 @@
 //! The ceiling the relay is measured against: a UDP forwarder with the relay's batched I/O
-//! (edge-triggered `mio` readiness, `recvmmsg` / `sendmmsg` of [`BATCH`] datagrams,
-//! preallocated buffers) and nothing else: no parsing, no flow table, no header, every
-//! datagram goes unchanged to one fixed address, zero-copy from the receive buffers.
+//! (the same `udp-batch` crate; edge-triggered `mio` readiness, `recvmmsg` / `sendmmsg` of
+//! [`BATCH`] datagrams, preallocated buffers) and nothing else: no parsing, no flow table, no
+//! header, every datagram goes unchanged to one fixed address, zero-copy from the receive
+//! buffers ([`RecvBatch::forward`]).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -11,8 +12,10 @@ use anyhow::Context as _;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
+use voxgate_udp_batch::{RecvBatch, DEFAULT_SLOT};
+
 use crate::addr_arg::parse_addr;
-use crate::batch_udp::{set_buffers, RecvBatch, SendBatch};
+use crate::socket_buffers::set_buffers;
 
 /// Datagrams per system call, as in the relay's workers.
 pub const BATCH: usize = 32;
@@ -47,15 +50,14 @@ pub fn run(a: &ForwarderArgs) -> anyhow::Result<()> {
     let tx = UdpSocket::bind(unspecified)?;
     rx.set_nonblocking(true)?;
     tx.set_nonblocking(true)?;
-    set_buffers(rx.as_raw_fd(), a.socket_buffer_bytes);
-    set_buffers(tx.as_raw_fd(), a.socket_buffer_bytes);
+    set_buffers(&rx, a.socket_buffer_bytes);
+    set_buffers(&tx, a.socket_buffer_bytes);
     let mut poll = Poll::new()?;
     let fd = rx.as_raw_fd();
     poll.registry()
         .register(&mut SourceFd(&fd), Token(0), Interest::READABLE)?;
     let mut events = Events::with_capacity(8);
-    let mut batch = RecvBatch::new(BATCH);
-    let mut out = SendBatch::new(BATCH);
+    let mut batch = RecvBatch::new(BATCH, DEFAULT_SLOT);
     eprintln!("forwarder: {} -> {}", rx.local_addr()?, a.to);
     loop {
         if let Err(e) = poll.poll(&mut events, Some(Duration::from_secs(1))) {
@@ -66,12 +68,13 @@ pub fn run(a: &ForwarderArgs) -> anyhow::Result<()> {
         }
         // Edge-triggered: drain until the socket is empty.
         loop {
-            let n = batch.recv(fd)?;
-            for i in 0..n {
-                out.push_slot(&batch, i, a.to);
-            }
-            if !out.is_empty() {
-                out.flush(tx.as_raw_fd());
+            let n = match batch.recv(&rx) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                Err(e) => return Err(e.into()),
+            };
+            if n > 0 {
+                batch.forward(&tx, a.to, a.to.is_ipv6())?;
             }
             if n < BATCH {
                 break;

@@ -28,7 +28,6 @@
 
 pub mod addr_arg;
 pub mod backend;
-pub mod batch_udp;
 pub mod cli;
 pub mod codec_floor;
 pub mod codec_quality;
@@ -42,6 +41,7 @@ pub mod relay_load;
 pub mod report;
 pub mod scenarios;
 pub mod session_load;
+pub mod socket_buffers;
 pub mod stats;
 pub mod stun_probe;
 pub mod suite;

@@ -28,16 +28,11 @@ pub fn open_fds(pid: u32) -> io::Result<u64> {
 
 /// CPU time of the calling thread only (for in-process measurements such as the codec floor).
 pub fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line, in clock ticks. The command
@@ -63,18 +58,10 @@ pub fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
 
 /// The cores process `pid` may run on (`sched_getaffinity`); `None` if it cannot be read.
 pub fn allowed_cores(pid: u32) -> Option<Vec<usize>> {
-    let pid = libc::pid_t::try_from(pid).ok()?;
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    let rc =
-        unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc != 0 {
-        return None;
-    }
-    let cores: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `c` is below CPU_SETSIZE.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+    let set = rustix::thread::sched_getaffinity(Some(pid)).ok()?;
+    let cores: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
         .collect();
     (!cores.is_empty()).then_some(cores)
 }
@@ -136,29 +123,20 @@ pub fn parse_snmp6(text: &str, field: &str) -> Option<u64> {
 }
 
 fn ticks_to_duration(ticks: u64) -> Duration {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = if hz > 0 { hz as u64 } else { 100 };
+    let hz = rustix::param::clock_ticks_per_second();
+    let hz = if hz > 0 { hz } else { 100 };
     Duration::from_nanos(ticks.saturating_mul(1_000_000_000) / hz)
 }
 
 /// Raises this process's open-file limit to its hard limit (each simulated session owns a
 /// UDP socket). Returns the new soft limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    lim.rlim_cur = lim.rlim_max;
-    // SAFETY: `lim` is a valid rlimit with cur <= max.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(lim.rlim_cur)
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    lim.current = lim.maximum;
+    setrlimit(Resource::Nofile, lim)?;
+    // No hard limit: the soft one is unlimited too.
+    Ok(lim.current.unwrap_or(u64::MAX))
 }
 
 /// Pins the calling thread to `core`, when that core exists; returns whether it did.
@@ -173,77 +151,45 @@ pub fn pin_current_thread(core: usize) -> bool {
 /// with `pidfd_getfd` (needs ptrace rights over `pid`: same user or root). Empty when the
 /// sockets cannot be inspected.
 pub fn tcp_nodelay_on_port(pid: u32, port: u16) -> Vec<bool> {
+    use rustix::net::{getpeername, getsockname, sockopt, SocketType};
+    use rustix::process::{pidfd_getfd, pidfd_open, Pid, PidfdFlags, PidfdGetfdFlags};
     let mut out = Vec::new();
-    // SAFETY: plain syscalls; every fd obtained is closed below.
-    let pidfd =
-        unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) } as libc::c_int;
-    if pidfd < 0 {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
         return out;
-    }
-    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        unsafe { libc::close(pidfd) };
+    };
+    let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
+        return out;
+    };
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd", pid = pid.as_raw_nonzero()))
+    else {
         return out;
     };
     for e in entries.flatten() {
         let is_socket =
             std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"));
-        let Some(target) = e
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<libc::c_int>().ok())
-        else {
+        let Some(target) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
         if !is_socket {
             continue;
         }
-        // SAFETY: pidfd is valid; the result is a new fd we own or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, target, 0) } as libc::c_int;
-        if fd < 0 {
+        // A duplicate we own, closed when it drops.
+        let Ok(fd) = pidfd_getfd(&pidfd, target, PidfdGetfdFlags::empty()) else {
             continue;
-        }
-        // SAFETY: fd is a valid socket; the out-parameters are correctly sized.
-        unsafe {
-            let mut ty: libc::c_int = 0;
-            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            let mut ss: libc::sockaddr_storage = std::mem::zeroed();
-            let mut slen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            let stream = libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_TYPE,
-                &mut ty as *mut _ as *mut libc::c_void,
-                &mut len,
-            ) == 0
-                && ty == libc::SOCK_STREAM;
-            let local = stream
-                && libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut slen) == 0;
-            let mut peer: libc::sockaddr_storage = std::mem::zeroed();
-            let mut plen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            let connected = local
-                && libc::getpeername(fd, &mut peer as *mut _ as *mut libc::sockaddr, &mut plen)
-                    == 0;
-            let matches =
-                connected && crate::batch_udp::from_sockaddr(&ss).is_some_and(|a| a.port() == port);
-            if matches {
-                let mut v: libc::c_int = 0;
-                let mut vlen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-                if libc::getsockopt(
-                    fd,
-                    libc::IPPROTO_TCP,
-                    libc::TCP_NODELAY,
-                    &mut v as *mut _ as *mut libc::c_void,
-                    &mut vlen,
-                ) == 0
-                {
-                    out.push(v != 0);
-                }
+        };
+        let stream = sockopt::socket_type(&fd).is_ok_and(|t| t == SocketType::STREAM);
+        let on_port = stream
+            && getsockname(&fd)
+                .ok()
+                .and_then(|a| std::net::SocketAddr::try_from(a).ok())
+                .is_some_and(|a| a.port() == port);
+        let connected = on_port && getpeername(&fd).is_ok_and(|peer| peer.is_some());
+        if connected {
+            if let Ok(on) = sockopt::tcp_nodelay(&fd) {
+                out.push(on);
             }
-            libc::close(fd);
         }
     }
-    // SAFETY: closing our own pidfd.
-    unsafe { libc::close(pidfd) };
     out
 }
 

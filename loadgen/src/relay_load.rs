@@ -21,11 +21,10 @@
 //!   ~100 µs; `rate = 0` sends as fast as the generator can.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 use clap::ValueEnum;
@@ -34,10 +33,11 @@ use voxgate_proto::rfc4571;
 use voxgate_proto::{
     is_relay_framed, looks_like_stun, mint, Direction, FleetKey, MintTime, RelayHeader, RoutingHint,
 };
+use voxgate_udp_batch::{stamp_arrivals, RecvBatch, SendBatch, DEFAULT_SLOT};
 
 use crate::addr_arg::parse_addr;
-use crate::batch_udp::{enable_rx_timestamps, realtime_ns, set_buffers, RecvBatch, SendBatch};
 use crate::proc_stat;
+use crate::socket_buffers::set_buffers;
 use crate::stats::{cdf_points, Summary};
 use crate::stun_probe::binding_request;
 use crate::turn;
@@ -135,6 +135,17 @@ struct SinkState {
     latencies: Mutex<Vec<f64>>,
 }
 
+/// Nanoseconds since the epoch on the wall clock, the clock of the sink socket's kernel
+/// receive stamps (`SO_TIMESTAMPNS`).
+fn unix_ns(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn realtime_ns() -> u64 {
+    unix_ns(SystemTime::now())
+}
+
 fn payload(buf: &mut [u8], flow: u32, seq: u16) {
     buf[0] = 0x80;
     buf[1] = 0x6f;
@@ -156,20 +167,22 @@ fn sink_loop(socket: UdpSocket, state: Arc<SinkState>, cpu: Option<usize>) {
     if let Some(c) = cpu {
         proc_stat::pin_current_thread(c);
     }
-    let fd = socket.as_raw_fd();
-    let mut batch = RecvBatch::new(64);
-    let mut replies = SendBatch::new(64);
+    let v6_socket = socket.local_addr().is_ok_and(|a| a.is_ipv6());
+    let mut batch = RecvBatch::with_arrival_times(64, DEFAULT_SLOT);
+    let mut replies = SendBatch::new(64, DEFAULT_SLOT, v6_socket);
     let mut local: Vec<f64> = Vec::with_capacity(1 << 16);
+    let wait = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 10_000_000,
+    };
     while !state.stop.load(Ordering::Relaxed) {
-        let n = batch.recv(fd).unwrap_or_default();
+        let n = batch.recv(&socket).unwrap_or(0);
         if n == 0 {
-            let mut pfd = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            unsafe { libc::poll(&mut pfd, 1, 10) };
+            let mut readable = [rustix::event::PollFd::new(
+                &socket,
+                rustix::event::PollFlags::IN,
+            )];
+            let _ = rustix::event::poll(&mut readable, Some(&wait));
             if !local.is_empty() {
                 state
                     .latencies
@@ -181,8 +194,8 @@ fn sink_loop(socket: UdpSocket, state: Arc<SinkState>, cpu: Option<usize>) {
         }
         let recording = state.recording.load(Ordering::Relaxed);
         let mut media = 0;
-        for i in 0..n {
-            let mut p = batch.payload(i);
+        for datagram in batch.iter() {
+            let mut p = datagram.bytes;
             if is_relay_framed(p) {
                 let Ok((h, inner)) = RelayHeader::decode(p) else {
                     continue;
@@ -190,22 +203,20 @@ fn sink_loop(socket: UdpSocket, state: Arc<SinkState>, cpu: Option<usize>) {
                 if looks_like_stun(inner) && inner.len() >= 20 {
                     // Answer the flow's first check through the relay: a Binding success
                     // with the same transaction id, framed back to the client.
-                    if let Some(from) = batch.source(i) {
-                        let reply = RelayHeader {
-                            direction: Direction::ToClient,
-                            ..h
-                        };
-                        let mut txid = [0u8; 12];
-                        txid.copy_from_slice(&inner[8..20]);
-                        replies.push_with(from, reply.encoded_len() + 20, |b| {
-                            let n = reply.encode(b).unwrap_or(0);
-                            b[n..n + 2].copy_from_slice(&0x0101u16.to_be_bytes());
-                            b[n + 2..n + 4].copy_from_slice(&[0, 0]);
-                            b[n + 4..n + 8]
-                                .copy_from_slice(&voxgate_proto::MAGIC_COOKIE.to_be_bytes());
-                            b[n + 8..n + 20].copy_from_slice(&txid);
-                        });
-                    }
+                    let reply = RelayHeader {
+                        direction: Direction::ToClient,
+                        ..h
+                    };
+                    let mut txid = [0u8; 12];
+                    txid.copy_from_slice(&inner[8..20]);
+                    // A full batch drops the answer; the flow's check is retried.
+                    let _ = replies.push_with(datagram.from, reply.encoded_len() + 20, 0, |b| {
+                        let n = reply.encode(b).unwrap_or(0);
+                        b[n..n + 2].copy_from_slice(&0x0101u16.to_be_bytes());
+                        b[n + 2..n + 4].copy_from_slice(&[0, 0]);
+                        b[n + 4..n + 8].copy_from_slice(&voxgate_proto::MAGIC_COOKIE.to_be_bytes());
+                        b[n + 8..n + 20].copy_from_slice(&txid);
+                    });
                     continue;
                 }
                 p = inner;
@@ -213,14 +224,14 @@ fn sink_loop(socket: UdpSocket, state: Arc<SinkState>, cpu: Option<usize>) {
             if let Some(sent) = payload_sent_ns(p) {
                 media += 1;
                 if recording {
-                    if let Some(rx) = batch.rx_timestamp_ns(i) {
-                        local.push(rx.saturating_sub(sent) as f64 / 1e3);
+                    if let Some(arrived) = datagram.arrived {
+                        local.push(unix_ns(arrived).saturating_sub(sent) as f64 / 1e3);
                     }
                 }
             }
         }
         if !replies.is_empty() {
-            replies.flush(fd);
+            replies.flush(&socket, |_, _| {});
         }
         state.received.fetch_add(media, Ordering::Relaxed);
         if local.len() >= 1 << 15 {
@@ -309,7 +320,7 @@ fn open_flows(
     for i in 0..a.flows {
         let s = UdpSocket::bind(SocketAddr::new(sink.ip(), 0))?;
         s.connect(to)?;
-        set_buffers(s.as_raw_fd(), 1 << 20);
+        set_buffers(&s, 1 << 20);
         let mut txid = [0u8; 12];
         txid[..8].copy_from_slice(&(i as u64 + 1).to_be_bytes());
         let mut tcp = None;
@@ -384,7 +395,11 @@ fn open_flows(
 
 /// Sends for `dur` at `rate` (0 = flat out); returns (sent, refused by the socket).
 fn generate(flows: &[Flow], size: usize, rate: f64, dur: Duration, seq: &mut [u16]) -> (u64, u64) {
-    let mut batch = SendBatch::new(BURST);
+    let v6_socket = flows
+        .first()
+        .and_then(|f| f.socket.local_addr().ok())
+        .is_some_and(|a| a.is_ipv6());
+    let mut batch = SendBatch::new(BURST, DEFAULT_SLOT, v6_socket);
     let start = Instant::now();
     let (mut sent, mut drops) = (0u64, 0u64);
     let mut k = 0usize;
@@ -416,19 +431,25 @@ fn generate(flows: &[Flow], size: usize, rate: f64, dur: Duration, seq: &mut [u1
             let s = &mut seq[k];
             *s = s.wrapping_add(1);
             let sq = *s;
-            batch.push_with(dst, size + f.prefix.map_or(0, |p| p.len()), |b| {
-                match f.prefix {
+            let pushed = batch.push_with(
+                dst,
+                size + f.prefix.map_or(0, |p| p.len()),
+                0,
+                |b| match f.prefix {
                     Some(p) => {
                         b[..4].copy_from_slice(&p);
                         payload(&mut b[4..], k as u32, sq);
                     }
                     None => payload(b, k as u32, sq),
-                }
-            });
+                },
+            );
+            // Too large for a slot or of the wrong family: refused like a full socket.
+            if pushed.is_err() {
+                drops += 1;
+            }
         }
-        let (ok, dropped) = batch.flush(f.socket.as_raw_fd());
-        sent += ok as u64;
-        drops += dropped as u64;
+        let losses = batch.flush(&f.socket, |_, _| sent += 1);
+        drops += losses.buffer_full + losses.failed;
         k = (k + 1) % flows.len();
     }
     (sent, drops)
@@ -482,6 +503,11 @@ pub fn run(a: &FlowsArgs) -> anyhow::Result<FlowResult> {
     if a.flows == 0 {
         bail!("--flows must be at least 1");
     }
+    // A datagram is the payload behind at most a 4-byte prefix (TURN ChannelData), in one
+    // send slot.
+    if a.size + 4 > DEFAULT_SLOT {
+        bail!("--size must be at most {}", DEFAULT_SLOT - 4);
+    }
     proc_stat::raise_nofile_limit()?;
     if let Some(c) = a.cpu {
         proc_stat::pin_current_thread(c);
@@ -489,8 +515,8 @@ pub fn run(a: &FlowsArgs) -> anyhow::Result<FlowResult> {
     let sink_socket = UdpSocket::bind(a.sink).with_context(|| format!("bind sink {}", a.sink))?;
     let sink = sink_socket.local_addr()?;
     sink_socket.set_nonblocking(true)?;
-    set_buffers(sink_socket.as_raw_fd(), 4 << 20);
-    enable_rx_timestamps(sink_socket.as_raw_fd())?;
+    set_buffers(&sink_socket, 4 << 20);
+    stamp_arrivals(&sink_socket)?;
     let state = Arc::new(SinkState::default());
     let sink_thread = {
         let (state, cpu) = (state.clone(), a.cpu);

@@ -17,6 +17,11 @@
 //! [`stamp_arrivals`]): when it reached the socket, not when the reader got to it. A reader
 //! that lets datagrams queue on purpose (to read them in fewer batches) needs it to know how
 //! long they waited.
+//!
+//! A forwarder sends what it received on with [`RecvBatch::forward`]: each datagram leaves
+//! from the slot it arrived in, without a copy. A sender that writes each datagram as it
+//! queues it (a timestamp, a sequence number) fills the slot in place with
+//! [`SendBatch::push_with`].
 
 use std::io;
 use std::mem;
@@ -165,6 +170,36 @@ impl RecvBatch {
             })
         })
     }
+
+    /// Sends every datagram of the last [`recv`](Self::recv) on to `to`, unchanged and
+    /// without copying it (each one leaves from the slot it arrived in), through `socket`,
+    /// bound to IPv6 iff `v6_socket`. The batch is empty afterwards: its address slots now
+    /// hold `to`. Losses as for [`SendBatch::flush`]; a destination of the wrong family
+    /// sends nothing.
+    pub fn forward(
+        &mut self,
+        socket: &impl AsRawFd,
+        to: SocketAddr,
+        v6_socket: bool,
+    ) -> Result<FlushLosses, PushError> {
+        let filled = mem::take(&mut self.filled);
+        for i in 0..filled {
+            let namelen = to_storage(to, v6_socket, &mut self.addrs[i]).ok_or(PushError::Family)?;
+            let hdr = &mut self.hdrs[i];
+            // `recv` pointed `iovecs[i]` at slot i and the header at `iovecs[i]` and
+            // `addrs[i]`; only the lengths change: the bytes that arrived, the new address.
+            self.iovecs[i].iov_len = (hdr.msg_len as usize).min(self.slot);
+            hdr.msg_hdr.msg_namelen = namelen;
+            hdr.msg_hdr.msg_control = ptr::null_mut();
+            hdr.msg_hdr.msg_controllen = 0;
+            hdr.msg_hdr.msg_flags = 0;
+            hdr.msg_len = 0;
+        }
+        // SAFETY: headers `..filled` point (since `recv`) at their own iovec and address
+        // inside `self`, each iovec at its own slot of `bufs` with a length within the slot;
+        // `&mut self` borrows all of it exclusively for the call.
+        Ok(unsafe { send_all(socket, &mut self.hdrs[..filled], |_, _| {}) })
+    }
 }
 
 /// The `SCM_TIMESTAMPNS` the kernel put in a received message's control buffer, if any.
@@ -272,19 +307,33 @@ impl SendBatch {
         payload: &[u8],
         tag: u8,
     ) -> Result<(), PushError> {
+        self.push_with(to, prefix.len() + payload.len(), tag, |buf| {
+            let (head, body) = buf.split_at_mut(prefix.len());
+            head.copy_from_slice(prefix);
+            body.copy_from_slice(payload);
+        })
+    }
+
+    /// Queues a datagram of `len` bytes for `to` that `fill` writes straight into the next
+    /// slot (a sender that stamps each datagram as it queues it needs no buffer of its own).
+    /// `tag` as for [`push`](Self::push).
+    pub fn push_with(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        tag: u8,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), PushError> {
         let i = self.queued;
         if i == self.hdrs.len() {
             return Err(PushError::Full);
         }
-        let len = prefix.len() + payload.len();
         if len > self.slot {
             return Err(PushError::TooLarge);
         }
         let namelen =
             to_storage(to, self.v6_socket, &mut self.addrs[i]).ok_or(PushError::Family)?;
-        let buf = &mut self.bufs[i * self.slot..i * self.slot + len];
-        buf[..prefix.len()].copy_from_slice(prefix);
-        buf[prefix.len()..].copy_from_slice(payload);
+        fill(&mut self.bufs[i * self.slot..i * self.slot + len]);
         self.iovecs[i].iov_len = len;
         self.hdrs[i].msg_hdr.msg_namelen = namelen;
         self.tags[i] = tag;
@@ -300,7 +349,6 @@ impl SendBatch {
         socket: &impl AsRawFd,
         mut on_sent: impl FnMut(u8, usize),
     ) -> FlushLosses {
-        let mut losses = FlushLosses::default();
         let queued = mem::take(&mut self.queued);
         let base = self.bufs.as_mut_ptr();
         for (i, ((iov, hdr), addr)) in self
@@ -321,50 +369,74 @@ impl SendBatch {
             hdr.msg_hdr.msg_flags = 0;
             hdr.msg_len = 0;
         }
-        let mut next = 0;
-        while next < queued {
-            let rest = &mut self.hdrs[next..queued];
-            let vlen = u32::try_from(rest.len()).unwrap_or(u32::MAX);
-            // SAFETY: headers `next..queued` were filled by `push` (address length, iovec
-            // length within the slot) and re-pointed above at their own iovec, slot and
-            // address inside `self`, which `&mut self` borrows exclusively for the call.
-            let rc = unsafe {
-                libc::sendmmsg(
-                    socket.as_raw_fd(),
-                    rest.as_mut_ptr(),
-                    vlen,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            match usize::try_from(rc) {
-                Ok(0) => {
-                    losses.failed += (queued - next) as u64;
-                    break;
+        // SAFETY: headers `..queued` were filled by `push_with` (address length, iovec length
+        // within the slot) and re-pointed above at their own iovec, slot and address inside
+        // `self`, which `&mut self` borrows exclusively for the call.
+        let tags = &self.tags;
+        unsafe {
+            send_all(socket, &mut self.hdrs[..queued], |i, bytes| {
+                on_sent(tags[i], bytes)
+            })
+        }
+    }
+}
+
+/// Sends `hdrs` with `sendmmsg(2)` without blocking, calling `on_sent(index, bytes)` for each
+/// datagram the kernel accepted. A full send buffer drops the rest (never waits); any other
+/// error drops only the datagram it concerns.
+///
+/// # Safety
+/// Every header's `msg_name`, `msg_iov` and the buffers those iovecs point at must be valid
+/// for reads of the lengths the header and iovecs state, for the whole call.
+unsafe fn send_all(
+    socket: &impl AsRawFd,
+    hdrs: &mut [libc::mmsghdr],
+    mut on_sent: impl FnMut(usize, usize),
+) -> FlushLosses {
+    let mut losses = FlushLosses::default();
+    let queued = hdrs.len();
+    let mut next = 0;
+    while next < queued {
+        let rest = &mut hdrs[next..];
+        let vlen = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+        // SAFETY: the caller vouches for every header of `hdrs` (this function's contract);
+        // `rest` is a tail of them, and `vlen` its length.
+        let rc = unsafe {
+            libc::sendmmsg(
+                socket.as_raw_fd(),
+                rest.as_mut_ptr(),
+                vlen,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        match usize::try_from(rc) {
+            Ok(0) => {
+                losses.failed += (queued - next) as u64;
+                break;
+            }
+            Ok(n) => {
+                for (j, hdr) in hdrs.iter().enumerate().skip(next).take(n) {
+                    on_sent(j, hdr.msg_len as usize);
                 }
-                Ok(n) => {
-                    for j in next..next + n {
-                        on_sent(self.tags[j], self.hdrs[j].msg_len as usize);
+                next += n;
+            }
+            Err(_) => {
+                let err = io::Error::last_os_error();
+                match err.kind() {
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock => {
+                        losses.buffer_full += (queued - next) as u64;
+                        break;
                     }
-                    next += n;
-                }
-                Err(_) => {
-                    let err = io::Error::last_os_error();
-                    match err.kind() {
-                        io::ErrorKind::Interrupted => {}
-                        io::ErrorKind::WouldBlock => {
-                            losses.buffer_full += (queued - next) as u64;
-                            break;
-                        }
-                        _ => {
-                            losses.failed += 1;
-                            next += 1;
-                        }
+                    _ => {
+                        losses.failed += 1;
+                        next += 1;
                     }
                 }
             }
         }
-        losses
     }
+    losses
 }
 
 /// Raises a socket's receive and send buffers to `bytes`, past the `rmem_max` / `wmem_max`
@@ -644,6 +716,95 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert!(got[0].2);
         assert_eq!(got[0].1.len(), 32);
+    }
+
+    #[test]
+    fn push_with_sends_what_the_fill_wrote_and_refuses_what_push_refuses() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        let mut out = SendBatch::new(2, 16, false);
+        out.push_with(to, 5, 1, |b| b.copy_from_slice(b"hello"))
+            .unwrap();
+        let mut called = false;
+        assert_eq!(
+            out.push_with(to, 17, 0, |_| called = true),
+            Err(PushError::TooLarge)
+        );
+        let v6: SocketAddr = "[2001:db8::1]:9".parse().unwrap();
+        assert_eq!(
+            out.push_with(v6, 1, 0, |_| called = true),
+            Err(PushError::Family)
+        );
+        assert!(!called, "a refused datagram is not filled");
+        out.push_with(to, 0, 2, |b| assert!(b.is_empty())).unwrap();
+        assert_eq!(out.push_with(to, 1, 0, |_| {}), Err(PushError::Full));
+        let mut sent = Vec::new();
+        assert_eq!(
+            out.flush(&tx, |tag, bytes| sent.push((tag, bytes))),
+            FlushLosses::default()
+        );
+        assert_eq!(sent, [(1, 5), (2, 0)]);
+        let mut batch = RecvBatch::new(4, 16);
+        let got = recv_all(&mut batch, &rx, 2);
+        assert_eq!(got[0].1, b"hello");
+        assert_eq!(got[1].1, b"");
+    }
+
+    #[test]
+    fn forward_sends_each_received_datagram_on_unchanged_and_empties_the_batch() {
+        let ingress = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let egress = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let datagrams: [&[u8]; 3] = [b"one", &[9u8; 40], b""];
+        for d in datagrams {
+            client.send_to(d, ingress.local_addr().unwrap()).unwrap();
+        }
+        let mut batch = RecvBatch::with_arrival_times(4, 64);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut forwarded = 0;
+        while forwarded < datagrams.len() && Instant::now() < deadline {
+            match batch.recv(&ingress) {
+                Ok(n) => {
+                    forwarded += n;
+                    let to = sink.local_addr().unwrap();
+                    let losses = batch.forward(&egress, to, false).unwrap();
+                    assert_eq!(losses, FlushLosses::default());
+                    assert_eq!(batch.iter().count(), 0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        let mut got = RecvBatch::new(4, 64);
+        let got = recv_all(&mut got, &sink, datagrams.len());
+        let want: Vec<(SocketAddr, Vec<u8>, bool)> = datagrams
+            .iter()
+            .map(|d| (egress.local_addr().unwrap(), d.to_vec(), false))
+            .collect();
+        assert_eq!(got, want);
+        // The batch receives as before after a forward.
+        client
+            .send_to(b"again", ingress.local_addr().unwrap())
+            .unwrap();
+        let again = recv_all(&mut batch, &ingress, 1);
+        assert_eq!(again[0].0, client.local_addr().unwrap());
+        assert_eq!(again[0].1, b"again");
+    }
+
+    #[test]
+    fn forward_to_the_wrong_family_sends_nothing() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
+        let mut batch = RecvBatch::new(2, 16);
+        assert_eq!(recv_all(&mut batch, &rx, 1).len(), 1);
+        let v6: SocketAddr = "[2001:db8::1]:9".parse().unwrap();
+        assert_eq!(batch.forward(&tx, v6, false), Err(PushError::Family));
+        assert_eq!(batch.iter().count(), 0);
     }
 
     #[test]

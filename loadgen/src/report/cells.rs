@@ -65,7 +65,7 @@ pub fn at_least(measured: Option<f64>, limit: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::report::cells::*;
 
     #[test]
     fn verdicts_say_by_how_much() {

@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 
 use crate::report::cells::{at_least, at_most, med, num, thousands};
 use crate::report::runs::{cpu_per_session, server, us_per_packet};
-use crate::scenarios::cost::{self, CostPoint};
+use crate::scenarios::cost::ratios::{self, paired_forwarder_ratios, pcm_floor_ratio};
+use crate::scenarios::cost::{cost_mode, CostPoint, COALESCED};
 use crate::scenarios::relay::{self, SESSION_PPS};
 use crate::session_load::LoadResult;
 use crate::stats::median;
@@ -55,8 +56,7 @@ fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
         let pt = point(&r.cost, "passthrough", n).and_then(|p| us_per_packet(&p.runs));
         let label =
             format!("1. passthrough CPU per packet ≤ 2.0 × the bare forwarder's, {n} sessions");
-        let paired =
-            point(&r.cost, "passthrough", n).map_or(Vec::new(), cost::paired_forwarder_ratios);
+        let paired = point(&r.cost, "passthrough", n).map_or(Vec::new(), paired_forwarder_ratios);
         if paired.is_empty() {
             ratio_row(md, &label, (pt, fwd), 2, 2.0);
         } else {
@@ -117,7 +117,7 @@ fn passthrough_vs_forwarder(md: &mut String, r: &SuiteResults) {
         let _ = writeln!(
             md,
             "| (context) the same, against passthrough with read coalescing on (`{}`), {n} sessions | {} × ({} µs vs {} µs) | – |",
-            cost::COALESCED.join(" "),
+            COALESCED.join(" "),
             num(ratio(pt, on), 2),
             num(pt, 2),
             num(on, 2),
@@ -145,7 +145,7 @@ fn janus(md: &mut String, r: &SuiteResults) {
 /// each rate's curve, each against the floor measured at its own rate).
 fn pcm_vs_floor(md: &mut String, r: &SuiteResults) {
     for (rate, limit) in [(16_000, 1.3), (24_000, 1.3), (48_000, 1.5)] {
-        let worst = cost::pcm_floor_ratio(&r.cost, r.floors(), rate);
+        let worst = pcm_floor_ratio(&r.cost, r.floors(), rate);
         let cell = worst.as_ref().map_or("–".into(), |w| {
             let how = if w.paired {
                 "each against the floor measured right after it"
@@ -171,9 +171,9 @@ fn pcm_vs_floor(md: &mut String, r: &SuiteResults) {
 /// Target 4: PCM sessions one loop holds, 48 kHz, default encoder ≥ 1.3 × 238; and the
 /// cheapest shipped encoder setting's figure beside it.
 fn pcm_capacity(md: &mut String, r: &SuiteResults) {
-    let held = cost::pcm_capacity(&r.cost, "pcm").map(|n| n as f64);
-    let cheapest = cost::pcm_capacity(&r.cost, "pcm-lowdelay-c0");
-    let streams = cost::pcm_capacity(&r.cost, "pcm-sessions");
+    let held = ratios::pcm_capacity(&r.cost, "pcm").map(|n| n as f64);
+    let cheapest = ratios::pcm_capacity(&r.cost, "pcm-lowdelay-c0");
+    let streams = ratios::pcm_capacity(&r.cost, "pcm-sessions");
     let _ = writeln!(
         md,
         "| 4. PCM sessions one loop holds (48 kHz, default encoder) ≥ 1.3 × {PCM_CAPACITY_BEFORE:.0} | {} ({} × {PCM_CAPACITY_BEFORE:.0}); cheapest setting (`--opus-application lowdelay --opus-complexity 0`): {}; with a `Session` stream per call: {} | {} |",
@@ -325,7 +325,7 @@ fn worst_point(p: &CostPoint) -> String {
 
 /// Whether `p` ran with a read window, which lets datagrams wait in the socket by design.
 fn holds_reads_on_purpose(p: &CostPoint) -> bool {
-    cost::cost_mode(&p.mode).is_some_and(|m| m.flags.contains(&"--read-window-us"))
+    cost_mode(&p.mode).is_some_and(|m| m.flags.contains(&"--read-window-us"))
 }
 
 fn below_capacity(p: &CostPoint) -> bool {
@@ -360,8 +360,8 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::prom_hist::HandoffLatency;
+    use crate::report::efficiency::*;
     use crate::session_load::ServerUsage;
 
     /// A run below capacity (a quarter of a core, nobody refused) with hand-off p99 `p99_ms`.

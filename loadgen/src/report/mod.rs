@@ -19,9 +19,9 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use crate::scenarios::cost::{self, CostEvidence};
+use crate::scenarios::cost::report::{self as cost, CostEvidence};
 use crate::scenarios::{media, relay, setup};
-use crate::suite::{SuiteResults, SCENARIOS};
+use crate::suite::{MeasuredBuild, SuiteResults, SCENARIOS};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReportArgs {
@@ -86,6 +86,7 @@ fn header(md: &mut String, r: &SuiteResults) {
         r.command, r.profile
     );
     let _ = writeln!(md, "| commit | `{}` |", r.commit);
+    build_rows(md, &r.builds);
     let _ = writeln!(
         md,
         "| machine | {} × {}, {:.0} GiB RAM, Linux {}, {} |",
@@ -123,6 +124,18 @@ fn header(md: &mut String, r: &SuiteResults) {
     }
 }
 
+/// A row per server binary the run measured: the cargo command that built it, its profile
+/// and its sha256. None for results that carry no builds.
+fn build_rows(md: &mut String, builds: &[MeasuredBuild]) {
+    for b in builds {
+        let _ = writeln!(
+            md,
+            "| {} build | `{}` (profile `{}`), sha256 `{}` |",
+            b.binary, b.command, b.profile, b.sha256
+        );
+    }
+}
+
 /// The "why" notes of every scenario that missed a target. Their order is the report's:
 /// media latency, transceiver CPU, setup, PCM downlink, relay.
 fn why_section(md: &mut String, r: &SuiteResults) {
@@ -149,6 +162,34 @@ mod tests {
     use crate::prom_hist::HandoffLatency;
     use crate::scenarios::cost::CostPoint;
     use crate::session_load::LoadResult;
+
+    #[test]
+    fn the_header_names_each_measured_build_and_only_when_the_results_carry_them() {
+        let none = markdown(&SuiteResults::default());
+        assert!(!none.contains(" build |"), "{none}");
+        let r = SuiteResults {
+            commit: "abc1234".into(),
+            builds: vec![MeasuredBuild {
+                binary: "transceiver".into(),
+                profile: "release".into(),
+                sha256: "0f".repeat(32),
+                command: "cargo build --release --locked -p voxgate-transceiver --bin transceiver"
+                    .into(),
+            }],
+            ..SuiteResults::default()
+        };
+        let md = markdown(&r);
+        let want = format!(
+            "| commit | `abc1234` |\n| transceiver build | `cargo build --release --locked -p voxgate-transceiver --bin transceiver` (profile `release`), sha256 `{}` |\n",
+            "0f".repeat(32)
+        );
+        assert!(md.contains(&want), "{md}");
+        // Results without builds read as before; with them, they round-trip.
+        let json = serde_json::to_string(&SuiteResults::default()).unwrap();
+        assert!(!json.contains("builds"), "{json}");
+        let back: SuiteResults = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.builds, r.builds);
+    }
 
     #[test]
     fn an_empty_run_still_renders() {

@@ -265,7 +265,7 @@ impl Arrivals {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::session_load::signaling::*;
 
     fn cfg() -> LoadConfig {
         LoadConfig {

@@ -46,6 +46,10 @@ pub struct SuiteArgs {
     /// Criterion's output folder (target/criterion), to include the micro-benchmarks.
     #[arg(long)]
     pub criterion_dir: Option<PathBuf>,
+    /// The build manifest of the servers under test (see `suite::builds`), written by
+    /// scripts/bench, for the report to say which builds it measured.
+    #[arg(long)]
+    pub builds: Option<PathBuf>,
     /// The command line to print in the report.
     #[arg(long, default_value = "scripts/bench")]
     pub command: String,

@@ -3,11 +3,24 @@
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
-/// CPUs online on the machine, whatever this thread's affinity (the suite pins itself).
+/// CPUs online on the machine, whatever this thread's affinity (the suite pins itself): the
+/// kernel's list in `/sys/devices/system/cpu/online`, as `sysconf(_SC_NPROCESSORS_ONLN)`
+/// reads it.
 pub fn online_cores() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    usize::try_from(n).ok().filter(|n| *n > 0).unwrap_or(1)
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| count_cpu_list(&list))
+        .filter(|n| *n > 0)
+        .unwrap_or(1)
+}
+
+/// How many CPUs a kernel CPU list (`0-3,6,8-9`) names; `None` if it is not one.
+fn count_cpu_list(list: &str) -> Option<usize> {
+    list.trim().split(',').try_fold(0usize, |n, range| {
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+        Some(n + last.checked_sub(first)? + 1)
+    })
 }
 
 /// How the machine's cores are split between the server under test and the load generator,
@@ -44,24 +57,27 @@ impl CpuSplit {
     /// Confines the calling thread, and so every thread it starts later, to the generator's
     /// cores. Servers are started through `taskset` with their own list.
     pub fn pin_generator(&self, loops: usize) -> anyhow::Result<()> {
-        let cores = online_cores();
-        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write inside it, and
-        // sched_setaffinity reads `size_of::<cpu_set_t>()` bytes of it.
-        let rc = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_ZERO(&mut set);
-            for c in loops..cores {
-                libc::CPU_SET(c, &mut set);
-            }
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-        };
-        if rc != 0 {
-            bail!(
-                "sched_setaffinity to cores {}: {}",
-                self.generator,
-                std::io::Error::last_os_error()
-            );
+        let mut set = rustix::thread::CpuSet::new();
+        for c in loops..online_cores() {
+            set.set(c);
+        }
+        if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+            bail!("sched_setaffinity to cores {}: {e}", self.generator);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::suite::cpu_split::count_cpu_list;
+
+    #[test]
+    fn a_kernel_cpu_list_counts_ranges_and_single_cpus() {
+        assert_eq!(count_cpu_list("0-1\n"), Some(2));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("0-3,6,8-9"), Some(7));
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list("x"), None);
     }
 }

@@ -12,6 +12,7 @@
 //! [`process`], [`cpu_split`], [`machine`], [`perf`]).
 
 pub mod args;
+pub mod builds;
 pub mod cpu_split;
 pub mod loads;
 pub mod machine;
@@ -42,6 +43,7 @@ use crate::scenarios::{encoder, media, memory, via_relay};
 use crate::session_load::LoadResult;
 
 pub use args::{Profile, SuiteArgs};
+pub use builds::MeasuredBuild;
 pub use cpu_split::CpuSplit;
 pub use machine::Machine;
 pub use perf::ServerProfile;
@@ -57,6 +59,10 @@ pub struct SuiteResults {
     pub machine: Machine,
     pub commit: String,
     pub command: String,
+    /// The builds of the servers this run measured (none: not recorded, as in runs from
+    /// before the bench wrote them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<MeasuredBuild>,
     pub loops: usize,
     pub plan: Option<Plan>,
     /// The floor at 48 kHz (also in `codec_floors`).
@@ -133,9 +139,9 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "cost",
-        run: Some(|s| cost::run(s, |r| (&mut r.cost, &mut r.profiles))),
-        targets: |md, r| cost::targets(md, &r.cost, r.codec_floor.as_ref()),
-        section: |md, r| cost::section(md, &r.cost, r.floors(), r.plan.as_ref()),
+        run: Some(|s| cost::run::run(s, |r| (&mut r.cost, &mut r.profiles))),
+        targets: |md, r| cost::report::targets(md, &r.cost, r.codec_floor.as_ref()),
+        section: |md, r| cost::report::section(md, &r.cost, r.floors(), r.plan.as_ref()),
     },
     Scenario {
         name: "encoder",
@@ -212,6 +218,10 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<()> {
         split.pin_generator(args.loops)?;
     }
     let commit = machine::commit();
+    let builds = match &args.builds {
+        Some(path) => builds::read_manifest(path)?,
+        None => Vec::new(),
+    };
     let results = SuiteResults {
         profile: format!("{:?}", args.profile).to_lowercase(),
         started_unix: std::time::SystemTime::now()
@@ -220,6 +230,7 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<()> {
         machine: machine::machine(),
         commit,
         command: args.command.clone(),
+        builds,
         loops: args.loops,
         plan: Some(plan.clone()),
         cpu_split: cpu_split.clone(),
@@ -231,7 +242,7 @@ pub fn run(args: &SuiteArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.criterion_dir {
         suite.results.micro = micro::read_criterion(dir);
     }
-    cost::measure_floor(&mut suite, |r| (&mut r.codec_floor, &mut r.codec_floors));
+    cost::run::measure_floor(&mut suite, |r| (&mut r.codec_floor, &mut r.codec_floors));
     if !suite.skip("encoder") {
         encoder::measure(&mut suite, |r| &mut r.encoder_quality);
     }

@@ -199,7 +199,7 @@ fn tidy_perf_line(line: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::suite::perf::*;
 
     #[test]
     fn samples_go_to_the_first_component_that_names_them() {

@@ -149,3 +149,23 @@ fn rate_and_capacity_runs() -> Vec<(String, Vec<usize>)> {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenarios::cost::cost_mode;
+    use crate::suite::args::Profile;
+    use crate::suite::plan::Plan;
+
+    #[test]
+    fn every_planned_cost_mode_exists() {
+        for p in [Profile::Smoke, Profile::Quick, Profile::Full] {
+            let plan = Plan::of(p);
+            for (mode, _) in &plan.cost_extra {
+                assert!(cost_mode(mode).is_some(), "{mode}");
+            }
+            for mode in &plan.modes {
+                assert!(cost_mode(mode).is_some(), "{mode}");
+            }
+        }
+    }
+}
