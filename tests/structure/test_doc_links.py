@@ -1,4 +1,4 @@
-"""Every relative link in README.md and docs/*.md points at a file that exists, and a link to a
+"""Every relative link in README.md, docs/*.md and the deploy and SDK READMEs points at a file that exists, and a link to a
 heading (`page.md#heading`, `#heading`) at a heading that exists, as GitHub names its anchors.
 Links to the web are not followed; code blocks and inline code are not links."""
 
@@ -21,7 +21,8 @@ HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            ROOT / "deploy/README.md", ROOT / "sdk/python/README.md"]
 
 
 def prose_lines(text: str):
