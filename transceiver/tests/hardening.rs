@@ -384,13 +384,15 @@ fn per_call_tokens_carry_metadata_and_bad_ones_get_401() {
     let log = worker.session(&id).expect("dispatched to the backend");
     assert_eq!(log.metadata.get("user").map(String::as_str), Some("alice"));
 
-    // The README's Python snippet mints tokens this server accepts.
-    let readme = std::fs::read_to_string(support::repo_root().join("README.md")).unwrap();
-    let snippet = readme
+    // The Python snippet of docs/operating.md ("Per-call tokens") mints tokens this server
+    // accepts.
+    let doc = std::fs::read_to_string(support::repo_root().join("docs/operating.md")).unwrap();
+    let snippet = doc
         .split("```python\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("README has a Python minting snippet")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("def mint_call_token"))
+        .expect("docs/operating.md has a Python minting snippet")
         .replace("/run/secrets/voxgate-call.key", key_path.to_str().unwrap());
     let out = run_with_timeout(
         Command::new("python3").args(["-c", &snippet]),
@@ -400,13 +402,13 @@ fn per_call_tokens_carry_metadata_and_bad_ones_get_401() {
     let from_python = out.stdout.trim().to_string();
     let claims = key
         .verify(&from_python, now)
-        .expect("README token verifies");
+        .expect("the documented token verifies");
     assert_eq!(
         claims.metadata.get("user").map(String::as_str),
         Some("alice")
     );
     let r = http_post_sdp(&url, AUDIO_OFFER, Some(&from_python));
-    assert_eq!(r.status, 201, "README token: {}", r.body);
+    assert_eq!(r.status, 201, "documented token: {}", r.body);
 
     // The static token still works beside it.
     assert_eq!(
