@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::backend::TestWorker;
+use support::probe::{caller_config, gap_stats, rss_kib, TimestampedClient};
 use support::{
     binding_request, drive_fleet_until, metric_sum, metrics, snapshot, wait_metric, ServerProcess,
 };
@@ -20,15 +21,7 @@ use voxgate_testkit::client_session::ClientSession;
 use voxgate_testkit::{Fleet, SessionConfig};
 
 fn client(server: &ServerProcess) -> SessionConfig {
-    SessionConfig {
-        base_url: server.signal_url.clone(),
-        tone_hz: 500.0,
-        amplitude: 0.3,
-        send_for: Duration::from_secs(120),
-        data_channel: true,
-        keep_arrivals: 100_000,
-        ..Default::default()
-    }
+    caller_config(server)
 }
 
 fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
@@ -488,15 +481,6 @@ fn passthrough_downlink_is_bounded_at_30s_and_oversize_packets_are_dropped() {
     });
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .expect("VmRSS")
-}
-
 /// Every loop's scheduling class (`voxgate_loop_scheduling` at 1), in the metrics' order.
 fn loop_scheduling(server: &ServerProcess) -> Vec<String> {
     metrics(server)
@@ -518,17 +502,6 @@ fn wait_loop_scheduling(server: &ServerProcess, want: &[&str]) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Median, p99 and largest of `gaps` (ms).
-fn gap_stats(mut gaps: Vec<f64>) -> (f64, f64, f64) {
-    assert!(!gaps.is_empty(), "no downlink packets");
-    gaps.sort_by(|a, b| a.total_cmp(b));
-    (
-        gaps[gaps.len() / 2],
-        gaps[gaps.len() * 99 / 100],
-        gaps[gaps.len() - 1],
-    )
 }
 
 /// The STUN message `check` with an unknown comprehension-optional attribute of `len` bytes
@@ -600,110 +573,6 @@ fn kernel_drops(port: u16) -> u64 {
         })
         .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
         .sum()
-}
-
-/// A direct str0m client on its own socket that records the kernel's arrival time of every
-/// RTP packet (`SO_TIMESTAMPNS`): what the transceiver's pacing looks like on the wire,
-/// whatever the scheduler does to this test's threads.
-struct TimestampedClient {
-    session: ClientSession,
-    sock: UdpSocket,
-    media: SocketAddr,
-    rtp_arrivals: Vec<Duration>,
-}
-
-impl TimestampedClient {
-    fn open(server: &ServerProcess) -> Self {
-        use std::os::fd::AsRawFd;
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let on: libc::c_int = 1;
-        // SAFETY: setsockopt on our own socket with a valid int option.
-        let rc = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                &on as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(rc, 0, "SO_TIMESTAMPNS");
-        sock.set_read_timeout(Some(Duration::from_millis(2)))
-            .unwrap();
-        let cfg = client(server);
-        let (mut session, offer) =
-            ClientSession::new(&cfg, sock.local_addr().unwrap(), Instant::now()).unwrap();
-        let created = voxgate_testkit::signaling_client::SignalingClient::new()
-            .unwrap()
-            .create_session(&cfg.base_url, None, None, &offer)
-            .unwrap();
-        session.accept_created(Instant::now(), &created).unwrap();
-        TimestampedClient {
-            session,
-            sock,
-            media: ([127, 0, 0, 1], server.media_base_port).into(),
-            rtp_arrivals: Vec::new(),
-        }
-    }
-
-    /// One `recvmsg`: the datagram's length and its kernel receive time.
-    fn recv(&self, buf: &mut [u8]) -> Option<(usize, Duration)> {
-        use std::os::fd::AsRawFd;
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        let mut control = [0u64; 16];
-        // SAFETY: zeroed msghdr, then pointed at live buffers.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        // SAFETY: recvmsg with the buffers above, which outlive the call.
-        let n = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, 0) };
-        if n < 0 {
-            return None;
-        }
-        // SAFETY: walking the control messages the kernel just wrote into `control`.
-        let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
-        while !cmsg.is_null() {
-            let c = unsafe { &*cmsg };
-            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts = unsafe {
-                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec)
-                };
-                let at = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
-                return Some((n as usize, at));
-            }
-            cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
-        }
-        Some((n as usize, Duration::ZERO))
-    }
-
-    fn drive_for(&mut self, d: Duration) {
-        let deadline = Instant::now() + d;
-        let mut buf = [0u8; 2048];
-        let local = self.sock.local_addr().unwrap();
-        while Instant::now() < deadline {
-            let now = Instant::now();
-            if self.session.poll_timeout().is_some_and(|t| t <= now) {
-                self.session.handle_timeout(now);
-            }
-            while let Some(t) = self.session.poll_transmit() {
-                let _ = self.sock.send_to(&t.contents, self.media);
-            }
-            if let Some((n, at)) = self.recv(&mut buf) {
-                let b = &buf[..n];
-                // RTP (not RTCP: payload types 200-206 put 192..=223 in byte 1).
-                if n > 12 && (128..192).contains(&b[0]) && !(192..224).contains(&b[1]) {
-                    self.rtp_arrivals.push(at);
-                }
-                self.session
-                    .handle_datagram(Instant::now(), self.media, local, b);
-            }
-        }
-    }
 }
 
 #[test]

@@ -26,6 +26,9 @@
 //!   address stays where it was.
 //! - An ICE-TCP connection of the loop's own listener opens only when its first frame is a
 //!   binding request str0m answers for a session of this loop.
+//! - A session's binding requests reach str0m only within its check budget (a rate, and a
+//!   cap on new source addresses: see `check_budget`), so a caller cannot grow its own
+//!   session's ICE state without bound or make the loop pay for a flood of valid checks.
 //! - A transmit goes out only on a path its session authenticated (or, for the answer to the
 //!   check being handled, back the way the check came); the rest is counted as unrouted.
 
@@ -174,8 +177,13 @@ impl LoopEndpoint {
             .demux
             .by_ufrag(ufrag)
             .ok_or(TcpCloseReason::UnknownUfrag)?;
+        let path = tcp_path(peer, conn);
+        if let Err(reason) = self.admit_check(now, key, path) {
+            self.counters.drop(reason);
+            return Err(TcpCloseReason::Unauthenticated);
+        }
         // A TCP frame's arrival is its read: the stream's bytes carry no stamps.
-        if !self.deliver(now, now, key, tcp_path(peer, conn), bytes, true, out) {
+        if !self.deliver(now, now, key, path, bytes, true, out) {
             return Err(TcpCloseReason::Unauthenticated);
         }
         Ok(())
@@ -341,9 +349,12 @@ impl LoopEndpoint {
         if looks_like_stun(bytes) {
             match server_ufrag(bytes) {
                 Ok(ufrag) => match self.demux.by_ufrag(ufrag) {
-                    Some(key) => {
-                        self.deliver(now, arrived, key, path, bytes, true, out);
-                    }
+                    Some(key) => match self.admit_check(now, key, path) {
+                        Ok(()) => {
+                            self.deliver(now, arrived, key, path, bytes, true, out);
+                        }
+                        Err(reason) => self.counters.drop(reason),
+                    },
                     None => self.counters.drop(DropReason::StunUnknownUfrag),
                 },
                 // Not a binding request with a USERNAME: only an authenticated peer may
@@ -362,6 +373,20 @@ impl LoopEndpoint {
                 self.deliver(now, arrived, key, path, bytes, false, out);
             }
             None => self.counters.drop(DropReason::UnknownSource),
+        }
+    }
+
+    /// Whether session `key`'s check budget lets a binding request on `path` reach str0m.
+    fn admit_check(
+        &mut self,
+        now: Instant,
+        key: SessionKey,
+        path: ClientPath,
+    ) -> Result<(), DropReason> {
+        let authenticated = self.demux.by_addr(&path.peer()) == Some(key);
+        match self.sessions.get_mut(key) {
+            Some(session) => session.admit_check(now, path.addr, authenticated),
+            None => Ok(()),
         }
     }
 

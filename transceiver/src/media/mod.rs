@@ -3,7 +3,7 @@
 //! Owns: the loop's I/O ([`event_loop`]: thread, poll, UDP socket, ICE-TCP listener, send and
 //! receive batches) and its logic with no I/O ([`endpoint`]: the sessions, the demux maps
 //! ([`demux`]), the timer heap ([`timers`]), the relay allow-list, address claims and
-//! commands), each WebRTC session ([`session`]: str0m `Rtc` plus its [`audio_bridge`]), the
+//! commands; how many checks a session may hand str0m, [`check_budget`]), each WebRTC session ([`session`]: str0m `Rtc` plus its [`audio_bridge`]), the
 //! loop's own ICE-TCP listener ([`tcp_server`], framing from `voxgate_proto::rfc4571`), the
 //! loop's busy meter ([`busy_meter`]), its share of a core under saturation ([`core_share`]),
 //! its read rhythm under steady traffic ([`read_coalescing`]), how many batches a wakeup reads
@@ -26,6 +26,7 @@
 pub mod arrival;
 pub mod audio_bridge;
 pub mod busy_meter;
+pub mod check_budget;
 pub mod command;
 pub mod core_share;
 pub mod demux;

@@ -28,8 +28,9 @@ use crate::media::audio_bridge::{
     AudioBridge, BridgeAction, BridgeError, CloseReason, CoarseTicks, EncoderSettings,
     OwnerEndpoints, StartedTalking,
 };
+use crate::media::check_budget::CheckBudget;
 use crate::media::demux::PeerKey;
-use crate::metrics::{BridgeCounters, HandoffHistogram};
+use crate::metrics::{BridgeCounters, DropReason, HandoffHistogram};
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
 use str0m::config::DtlsCert;
@@ -116,6 +117,8 @@ pub struct Session {
     published_bridge: BridgeCounters,
     /// Where the client is: the paths str0m authenticated, and the check being answered.
     paths: ClientPaths,
+    /// How many of the caller's binding requests may reach str0m (see `check_budget`).
+    checks: CheckBudget,
     state: SessionState,
     end_reason: Option<EndReason>,
     created: Instant,
@@ -215,6 +218,7 @@ impl Session {
             close_at: None,
             published_bridge: BridgeCounters::default(),
             paths: ClientPaths::default(),
+            checks: CheckBudget::new(now),
             state: SessionState::Connecting,
             end_reason: None,
             created: now,
@@ -270,6 +274,17 @@ impl Session {
             .or(candidates.first())
             .copied()
             .unwrap_or(source)
+    }
+
+    /// Whether a binding request from `from` may reach str0m now (see `check_budget`);
+    /// `authenticated`: the session already holds `from`. Refused: the drop's reason.
+    pub fn admit_check(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        authenticated: bool,
+    ) -> Result<(), DropReason> {
+        self.checks.admit(now, from, authenticated)
     }
 
     /// Feeds one received datagram to str0m. Returns false if str0m rejected it. Nothing here

@@ -187,10 +187,15 @@ pub enum DropReason {
     /// Authenticated check from an address another session holds within its consent window:
     /// str0m's answer is withheld and the address stays where it is.
     AddrHeld,
+    /// Binding request past its session's check rate (see `media::check_budget`).
+    CheckRateLimited,
+    /// Binding request from a new address of a session that has had its share of new
+    /// addresses (see `media::check_budget`).
+    CheckNewAddressCap,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::StunUnknownUfrag,
         DropReason::StunMalformed,
         DropReason::UnknownSource,
@@ -199,6 +204,8 @@ impl DropReason {
         DropReason::Oversize,
         DropReason::RelayNotAllowed,
         DropReason::AddrHeld,
+        DropReason::CheckRateLimited,
+        DropReason::CheckNewAddressCap,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -211,6 +218,8 @@ impl DropReason {
             DropReason::Oversize => "oversize",
             DropReason::RelayNotAllowed => "relay_not_allowed",
             DropReason::AddrHeld => "addr_held",
+            DropReason::CheckRateLimited => "check_rate_limited",
+            DropReason::CheckNewAddressCap => "check_new_address_cap",
         }
     }
 

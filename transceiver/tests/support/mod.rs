@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod backend;
+pub mod probe;
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
