@@ -19,7 +19,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::flow_table::DropReason;
+use crate::drop_reason::DropReason;
 use crate::tcp::{CloseReason, Refusal};
 
 type Labels = Vec<(&'static str, String)>;

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use crate::flow_table::client_source;
+use crate::client_source::client_source;
 
 /// Why an accepted connection was closed at once: the `reason` label of
 /// `tcp_connections_refused_total`.

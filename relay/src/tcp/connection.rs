@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use voxgate_proto::{Direction, RelayHeader, Transport};
 
 use crate::config::RoutingConfig;
+use crate::drop_reason::DropReason;
 use crate::first_hop::{first_hop, WallClock};
-use crate::flow_table::DropReason;
 
 /// Why a connection was closed: the `reason` label of `tcp_connections_closed_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
