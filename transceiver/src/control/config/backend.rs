@@ -39,9 +39,9 @@ pub struct BackendFlags {
     pub grpc_keepalive_timeout_secs: u64,
 
     /// Coalesce a runtime tick's gRPC frames into one system call per connection instead of
-    /// one per frame (see `backend::write_coalescing`). Off by default: a CPU A/B showed no
-    /// saving, and it doubled the setup p99 at 100 arrivals/s in an earlier A/B
-    /// (docs/SESSION_COST.md).
+    /// one per frame (see `backend::write_coalescing`). Off by default: it saved no CPU and
+    /// slowed session setup under a burst of arrivals. See docs/SESSION_COST.md, "Coalescing:
+    /// fewer wakeups and system calls per packet".
     #[arg(long, env = "VOXGATE_GRPC_WRITE_COALESCING")]
     pub grpc_write_coalescing: bool,
 }

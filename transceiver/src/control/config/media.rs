@@ -38,9 +38,9 @@ pub struct MediaLoopFlags {
     /// microseconds, instead of being woken for each datagram: fewer wakeups (for the loop and
     /// for the gRPC side it hands frames to) for at most this much uplink delay, paid only
     /// while datagrams come faster than the window. 0 (the default) reads every datagram as it
-    /// arrives: windows of 250-750 µs saved no CPU measurably and added delay; 1000 saves
-    /// about a tenth under load (400-1,000 passthrough sessions) for a hand-off p99 of
-    /// 1.2-1.8 ms
+    /// arrives: short windows saved no CPU and added delay; a window of a millisecond saves
+    /// some CPU under heavy passthrough load for a longer uplink hand-off. See
+    /// docs/SESSION_COST.md, "No read window by default".
     #[arg(long, env = "VOXGATE_READ_WINDOW_US", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=20_000))]
     pub read_window_us: u64,
