@@ -117,10 +117,10 @@ fn run(config: Config) -> anyhow::Result<()> {
     // Signaling gets a runtime (and an OS thread) of its own. On the shared runtime an offer's
     // task queued behind the gRPC uplink: the media loop wakes one stream task per frame, and
     // after a burst of frames the wake that resumes an offer (the loop's insert reply) waited
-    // behind hundreds of them. With one core for the loop and the runtime, 300 PCM sessions
-    // arriving at 100/s, the reply took p99 26-85 ms to be seen, against 0.16 ms to be sent.
-    // Its own thread is scheduled by the kernel as soon as it is woken, whatever the backlog
-    // of the gRPC side. Normal policy (not SCHED_BATCH): a request should preempt bulk work.
+    // behind hundreds of them, so a reply sent at once was seen long after
+    // (docs/SESSION_COST.md, "Setting up a session, continued", cause 3). Its own thread is
+    // scheduled by the kernel as soon as it is woken, whatever the backlog of the gRPC side.
+    // Normal policy (not SCHED_BATCH): a request should preempt bulk work.
     let signaling_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
