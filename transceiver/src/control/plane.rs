@@ -22,7 +22,7 @@ use crate::control::ingress::{IngressChoice, IngressSelector};
 use crate::control::offer::{validate_offer, OfferError};
 use crate::control::process_load::{projected, usable_cores, RecentTalkers, YoungSessions};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
-use crate::control::registry::{Refusal, Registry, Reservation};
+use crate::control::registry::{Refusal, Registry};
 use crate::control::talk_crest::{TalkCrest, TALK_SWING_OVER_FLOOR};
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints, StartedTalking};
 use crate::media::busy_meter::SharedBusy;
@@ -367,7 +367,10 @@ impl ControlPlane {
     /// Reserves a slot for `client`'s new session on the least-loaded media loop among those
     /// below `--max-loop-busy`, or says why there is none. Warns once when every loop becomes
     /// saturated, and tells when one has room again.
-    fn reserve_loop(&self, client: Option<IpAddr>) -> Result<Reservation<'_>, ControlError> {
+    fn reserve_loop(
+        &self,
+        client: Option<IpAddr>,
+    ) -> Result<crate::control::registry::Reservation<'_>, ControlError> {
         let busy: Vec<f64> = self.loops.iter().map(LoopHandle::busy_ratio).collect();
         let limit = self.config.max_loop_busy;
         let reservation = self
