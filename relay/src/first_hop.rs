@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use voxgate_proto::{decode_timed, server_ufrag, MintTime, RoutingHint};
 
 use crate::config::RoutingConfig;
-use crate::flow_table::DropReason;
+use crate::drop_reason::DropReason;
 
 /// Clock difference tolerated between the transceiver that minted a hint and this relay,
 /// either way (it also covers the mint time's rounding down to the minute).

@@ -52,24 +52,26 @@
 //! `idle_timeout` without traffic either way. Expiry is swept at most every
 //! [`SWEEP_GRANULARITY`], so a flow may outlive its deadline by that much.
 
+mod lookups;
+mod prefault;
+
 use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
 use voxgate_proto::{is_relay_framed, looks_like_stun, Direction, RelayHeader, Transport};
 
+use crate::client_source::client_source;
 use crate::config::RoutingConfig;
+use crate::drop_reason::DropReason;
 pub use crate::first_hop::HINT_CLOCK_SKEW;
 use crate::first_hop::{first_hop, routable_hint, WallClock};
+use lookups::Lookups;
+pub use lookups::{LOOKUP_TIMEOUT, MAX_NEGATIVE_ENTRIES, MAX_PENDING_LOOKUPS};
+use prefault::prefault_map;
 
 /// Expired flows are removed by a sweep that runs at most this often.
 pub const SWEEP_GRANULARITY: Duration = Duration::from_millis(250);
-/// A lookup with no answer after this long may be asked again.
-pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
-/// Lookups in flight per table.
-pub const MAX_PENDING_LOOKUPS: usize = 1024;
-/// Clients remembered as "cache said no".
-pub const MAX_NEGATIVE_ENTRIES: usize = 16_384;
 /// Route writes queued between two drains by the worker.
 pub const MAX_QUEUED_ROUTE_WRITES: usize = 4096;
 
@@ -97,85 +99,6 @@ pub enum Verdict {
     /// Drop it, and ask the route cache where this client's flow goes; the answer comes
     /// back through [`FlowTable::install_route`] or [`FlowTable::on_lookup_miss`].
     Lookup(SocketAddr),
-}
-
-macro_rules! drop_reasons {
-    ($($(#[$doc:meta])* $variant:ident => $label:literal,)*) => {
-        /// Why a datagram was not forwarded. `as_str()` is the `reason` label of the drop
-        /// counter.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum DropReason { $($(#[$doc])* $variant,)* }
-
-        impl DropReason {
-            /// Every reason, in label order of declaration.
-            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)*];
-            /// Number of reasons (size of a per-reason counter array).
-            pub const COUNT: usize = Self::ALL.len();
-
-            /// Short snake_case label.
-            pub fn as_str(self) -> &'static str {
-                match self { $(DropReason::$variant => $label,)* }
-            }
-
-            /// Index into a per-reason counter array.
-            pub fn index(self) -> usize {
-                self as usize
-            }
-        }
-    };
-}
-
-drop_reasons! {
-    /// STUN from an unknown client that is not a well-formed binding request with a USERNAME.
-    BadStun => "bad_stun",
-    /// The server ufrag is not an authentic routing hint.
-    BadHint => "bad_hint",
-    /// The hint names a cluster that is neither ours nor a configured peer (or a peer relay
-    /// delivered a flow for a cluster other than ours).
-    UnknownCluster => "unknown_cluster",
-    /// Non-STUN from an unknown client (no cache, or the cache said no), or a reply for a
-    /// client with no flow.
-    UnknownFlow => "unknown_flow",
-    /// The worker's flow table is full.
-    TableFull => "table_full",
-    /// Too many tentative flows from this client source (IPv4 address or IPv6 /64).
-    TentativeCap => "tentative_cap",
-    /// The hint (of our cluster) names a loop outside `--transceivers`.
-    HintDestination => "hint_destination",
-    /// The hint was minted longer ago than `--hint-max-age-secs` (plus the skew allowance).
-    HintExpired => "hint_expired",
-    /// The hint's mint time is further in the future than the skew allowance.
-    HintFromFuture => "hint_from_future",
-    /// A version 1 hint (no mint time) while untimed hints are not accepted.
-    HintUntimed => "hint_untimed",
-    /// Return-path datagram from a source outside the transceiver networks and peers.
-    SpoofedReturn => "spoofed_return",
-    /// Return-path datagram from an allowed network but not the flow's own next hop.
-    WrongSource => "wrong_source",
-    /// A relay-framed datagram whose header is malformed or points the wrong way.
-    BadHeader => "bad_header",
-    /// A relay-framed datagram on the public port from a source that is not a peer relay.
-    NotPeer => "not_peer",
-    /// Unknown client, lookup already in flight.
-    LookupPending => "lookup_pending",
-    /// Unknown client, lookup rate or in-flight cap exceeded.
-    LookupLimited => "lookup_limited",
-    /// Unknown client, lookup started: the datagram itself is not kept.
-    AwaitingRoute => "awaiting_route",
-    /// The datagram did not fit the receive buffer (worker-level).
-    Truncated => "truncated",
-    /// The socket's send buffer was full (worker-level).
-    SendBufferFull => "send_buffer_full",
-    /// The kernel refused the send (worker-level).
-    SendError => "send_error",
-    /// A TCP reply for a connection id the relay does not hold (closed, or never opened).
-    UnknownConn => "unknown_conn",
-    /// A TCP reply dropped (the oldest waiting) because its connection's write queue was
-    /// full: the client does not read.
-    WriteQueueFull => "write_queue_full",
-    /// A reply whose header says TCP reached a UDP worker for a client it serves directly:
-    /// it belongs to a TCP connection (the TCP thread's), never to a UDP client.
-    WrongTransport => "wrong_transport",
 }
 
 /// A route to write to the cache: `client` is served by next hop `to`.
@@ -267,10 +190,7 @@ pub struct FlowTable {
     next_seq: u64,
     /// Set by [`FlowTable::set_wall_clock`]; hint ages are judged against it.
     wall_clock: WallClock,
-    pending_lookups: HashMap<SocketAddr, Instant>,
-    negative: HashMap<SocketAddr, Instant>,
-    lookup_tokens: f64,
-    lookup_refilled: Option<Instant>,
+    lookups: Lookups,
     route_writes: Vec<RouteWrite>,
     next_sweep: Option<Instant>,
     /// No sweep before this (sweeps are O(flows), so at most one per SWEEP_GRANULARITY).
@@ -289,10 +209,7 @@ impl FlowTable {
             tentative_order: VecDeque::with_capacity(order_capacity(cfg.max_tentative)),
             next_seq: 0,
             wall_clock: WallClock::default(),
-            pending_lookups: HashMap::with_capacity(if lookups { MAX_PENDING_LOOKUPS } else { 0 }),
-            negative: HashMap::with_capacity(if lookups { MAX_NEGATIVE_ENTRIES } else { 0 }),
-            lookup_tokens: f64::from(cfg.lookup_rate),
-            lookup_refilled: None,
+            lookups: Lookups::new(lookups, cfg.lookup_rate),
             route_writes: Vec::with_capacity(if lookups { MAX_QUEUED_ROUTE_WRITES } else { 0 }),
             next_sweep: None,
             sweep_floor: None,
@@ -305,8 +222,8 @@ impl FlowTable {
     /// start instead of page by page as flows land in new buckets. A table reserved for
     /// `--max-flows` (about 25 MiB per worker at the default 100,000) otherwise grows the
     /// process's RSS for as long as new client addresses keep arriving, which reads like a
-    /// leak in a soak (measured: +115 % relay RSS over 1,450 sessions) and hides the real
-    /// footprint from a container memory limit until the busiest hour. Fills each map to its
+    /// leak in a soak and hides the real footprint from a container memory limit until the
+    /// busiest hour. Fills each map to its
     /// capacity with placeholders (never past it: no reallocation) and clears it; `clear`
     /// keeps the allocation. Returns the bytes of map storage touched.
     pub fn prefault(&mut self, now: Instant) -> usize {
@@ -326,8 +243,7 @@ impl FlowTable {
         let ip = |i: usize| IpAddr::from(std::net::Ipv6Addr::from(i as u128));
         prefault_map(&mut self.flows, addr, |_| placeholder.clone())
             + prefault_map(&mut self.tentative_per_source, ip, |_| 0)
-            + prefault_map(&mut self.pending_lookups, addr, |_| now)
-            + prefault_map(&mut self.negative, addr, |_| now)
+            + self.lookups.prefault(now)
     }
 
     /// A datagram that arrived on the public socket from `from`.
@@ -482,7 +398,7 @@ impl FlowTable {
     /// The route cache says `client`'s flow goes to `to`: restore it as a tentative flow.
     /// Refused (and counted) unless `to` is in the transceiver networks or a peer ingress.
     pub fn install_route(&mut self, now: Instant, client: SocketAddr, to: SocketAddr) {
-        self.pending_lookups.remove(&client);
+        self.lookups.answered(client);
         let allowed = self.cfg.is_transceiver(to.ip()) || self.cfg.is_peer_addr(to);
         if !allowed || self.flows.contains_key(&client) {
             self.stats.routes_rejected += 1;
@@ -503,10 +419,10 @@ impl FlowTable {
     /// The route cache has no route for `client` (or could not answer): do not ask again
     /// for `lookup_negative_ttl`.
     pub fn on_lookup_miss(&mut self, now: Instant, client: SocketAddr) {
-        self.pending_lookups.remove(&client);
-        if self.negative.len() < MAX_NEGATIVE_ENTRIES {
-            let until = now + self.cfg.lookup_negative_ttl;
-            self.negative.insert(client, until);
+        if let Some(until) = self
+            .lookups
+            .missed(now, client, self.cfg.lookup_negative_ttl)
+        {
             self.schedule(until);
         }
     }
@@ -558,15 +474,8 @@ impl FlowTable {
             );
             false
         });
-        for map in [&mut self.pending_lookups, &mut self.negative] {
-            map.retain(|_, until| {
-                if *until > now {
-                    next = Some(next.map_or(*until, |n| n.min(*until)));
-                    true
-                } else {
-                    false
-                }
-            });
+        if let Some(until) = self.lookups.expire(now) {
+            next = Some(next.map_or(until, |n| n.min(until)));
         }
         let floor = now + SWEEP_GRANULARITY;
         self.sweep_floor = Some(floor);
@@ -699,28 +608,10 @@ impl FlowTable {
     }
 
     fn start_lookup(&mut self, now: Instant, client: SocketAddr) -> Verdict {
-        if self.negative.get(&client).is_some_and(|until| *until > now) {
-            return self.drop(DropReason::UnknownFlow);
-        }
-        if self
-            .pending_lookups
-            .get(&client)
-            .is_some_and(|until| *until > now)
-        {
-            return self.drop(DropReason::LookupPending);
-        }
-        let rate = f64::from(self.cfg.lookup_rate);
-        let elapsed = self
-            .lookup_refilled
-            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
-        self.lookup_tokens = (self.lookup_tokens + elapsed * rate).min(rate);
-        self.lookup_refilled = Some(now);
-        if self.lookup_tokens < 1.0 || self.pending_lookups.len() >= MAX_PENDING_LOOKUPS {
-            return self.drop(DropReason::LookupLimited);
-        }
-        self.lookup_tokens -= 1.0;
-        let until = now + LOOKUP_TIMEOUT;
-        self.pending_lookups.insert(client, until);
+        let until = match self.lookups.start(now, client) {
+            Ok(until) => until,
+            Err(reason) => return self.drop(reason),
+        };
         self.schedule(until);
         self.stats.lookups_started += 1;
         self.stats.drops[DropReason::AwaitingRoute.index()] += 1;
@@ -765,44 +656,12 @@ fn touch(
     }
 }
 
-/// Fills `map` to its capacity with distinct placeholder entries, then clears it (keeping the
-/// allocation); returns roughly the bytes of storage this touched.
-fn prefault_map<K: std::hash::Hash + Eq, V>(
-    map: &mut HashMap<K, V>,
-    key: impl Fn(usize) -> K,
-    value: impl Fn(usize) -> V,
-) -> usize {
-    debug_assert!(map.is_empty(), "prefault an empty map only");
-    let capacity = map.capacity();
-    for i in 0..capacity {
-        map.insert(key(i), value(i));
-    }
-    debug_assert_eq!(map.capacity(), capacity, "prefault must not reallocate");
-    map.clear();
-    capacity * (std::mem::size_of::<(K, V)>() + 1)
-}
-
 fn decrement(per_source: &mut HashMap<IpAddr, u32>, source: IpAddr) {
     if let Some(n) = per_source.get_mut(&source) {
         *n -= 1;
         if *n == 0 {
             per_source.remove(&source);
         }
-    }
-}
-
-/// The unit the per-source tentative cap counts: an IPv4 address (IPv4-mapped IPv6 included)
-/// or an IPv6 /64.
-pub fn client_source(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(Ipv6Addr::from(prefix))
-            }
-        },
     }
 }
 

@@ -17,6 +17,11 @@
 //! 3. [`batch_io`]: `recvmmsg` / `sendmmsg` over preallocated buffers; the crate's only
 //!    `unsafe`.
 //!
+//! Beside the decision, below everything that uses them: [`first_hop`] (may a binding request
+//! open a flow or a TCP connection, and to which next hop; both transports ask it),
+//! [`drop_reason`] (why a datagram was not forwarded, the `reason` label of every drop
+//! counter) and [`client_source`] (the unit per-source caps count).
+//!
 //! Off the packet path: [`route_cache`] (a thread owning the Redis connection: routes of
 //! established flows are written there so that, after a relay restart, an unknown
 //! non-STUN datagram can restore its flow by lookup), [`metrics`] (Prometheus counters
@@ -32,7 +37,9 @@
 
 /// Batched UDP I/O, shared with the transceiver (crate `voxgate-udp-batch`).
 pub use voxgate_udp_batch as batch_io;
+pub mod client_source;
 pub mod config;
+pub mod drop_reason;
 pub mod first_hop;
 pub mod flow_table;
 pub mod metrics;

@@ -17,9 +17,9 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
-use crate::flow_table::DropReason;
+use crate::drop_reason::DropReason;
 use crate::tcp::{CloseReason, Refusal};
 
 type Labels = Vec<(&'static str, String)>;
@@ -102,155 +102,115 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers every family.
+    /// Registers every family (in this order, which is the exposition's).
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("voxgate_relay");
-        let mut counters = |name: &str, help: &str| {
-            let f = Counters::default();
-            registry.register(name, help, f.clone());
-            f
-        };
-        let packets = counters(
-            "packets_forwarded",
-            "Datagrams sent on, by worker and direction",
-        );
-        let bytes = counters(
-            "bytes_forwarded",
-            "Bytes sent on (relay header included), by worker and direction",
-        );
-        let drops = counters("drops", "Datagrams not forwarded, by worker and reason");
-        let flows_created = counters(
-            "flows_created",
-            "Flows created from a valid hint or a cached route",
-        );
-        let flows_established = counters(
-            "flows_established",
-            "Flows that saw their first reply on the return path",
-        );
-        let flows_expired = counters(
-            "flows_expired",
-            "Flows expired, by state (tentative: no reply; established: idle)",
-        );
-        let flows_evicted = counters(
-            "flows_evicted",
-            "Tentative flows evicted, oldest first, to admit a new flow past the tentative cap \
-             or into a full table",
-        );
-        let recv_batches = counters("recv_batches", "recvmmsg calls that returned datagrams");
-        let recv_datagrams = counters(
-            "recv_datagrams",
-            "Datagrams received (recv_datagrams / recv_batches = mean batch size)",
-        );
-        let send_batches = counters("send_batches", "sendmmsg batches flushed");
-        let send_datagrams = counters(
-            "send_datagrams",
-            "Datagrams queued into send batches (send_datagrams / send_batches = mean batch size)",
-        );
-        let lookups = counters(
-            "route_lookups",
-            "Route cache lookups started by workers (unknown non-STUN packets)",
-        );
-        let routes_installed = counters(
-            "routes_installed",
-            "Cached routes turned into flows after a lookup",
-        );
-        let routes_rejected = counters(
-            "routes_rejected",
-            "Cached routes refused (destination not allowed, caps, flow already known)",
-        );
-        let cache_queue_drops = counters(
-            "cache_queue_drops",
-            "Messages between workers and the route cache dropped because a queue was full",
-        );
-        let redis_lookups = counters("redis_lookups", "Redis route lookups, by result");
-        let redis_writes = Counter::default();
-        registry.register(
-            "redis_writes",
-            "Routes written to Redis",
-            redis_writes.clone(),
-        );
-        let redis_errors = Counter::default();
-        registry.register(
-            "redis_errors",
-            "Redis connection and command errors",
-            redis_errors.clone(),
-        );
-        let mut gauges = |name: &str, help: &str| {
-            let f = Gauges::default();
-            registry.register(name, help, f.clone());
-            f
-        };
-        let flows_active = gauges("flows_active", "Flows in the table, by worker");
-        let flows_tentative = gauges(
-            "flows_tentative",
-            "Flows waiting for their first reply, by worker",
-        );
-        let scrapes_refused = Counters::default();
-        registry.register(
-            "scrapes_refused",
-            "Connections to /metrics closed without an answer, by reason",
-            scrapes_refused.clone(),
-        );
-        let scrapes_refused = ScrapeRefusal::ALL
-            .map(|r| handle(&scrapes_refused, &vec![("reason", r.as_str().to_owned())]));
-        let redis_connected = Gauge::default();
-        registry.register(
-            "redis_connected",
-            "1 while the route cache holds a Redis connection",
-            redis_connected.clone(),
-        );
-        let tcp_open = Gauge::default();
-        registry.register(
-            "tcp_connections_open",
-            "Client TCP connections held (awaiting their first frame or forwarding)",
-            tcp_open.clone(),
-        );
-        let tcp_accepted = Counter::default();
-        registry.register(
-            "tcp_connections_accepted",
-            "Client TCP connections accepted past the caps",
-            tcp_accepted.clone(),
-        );
-        let tcp_refused = Counters::default();
-        registry.register(
-            "tcp_connections_refused",
-            "Client TCP connections closed at accept, by reason (per_ip_cap, global_cap)",
-            tcp_refused.clone(),
-        );
-        let tcp_closed = Counters::default();
-        registry.register(
-            "tcp_connections_closed",
-            "Client TCP connections closed after accept, by reason",
-            tcp_closed.clone(),
-        );
+        let r = &mut registry;
         Self {
+            packets: register(r, "packets_forwarded", "Datagrams sent on, by worker and direction"),
+            bytes: register(
+                r,
+                "bytes_forwarded",
+                "Bytes sent on (relay header included), by worker and direction",
+            ),
+            drops: register(r, "drops", "Datagrams not forwarded, by worker and reason"),
+            flows_created: register(
+                r,
+                "flows_created",
+                "Flows created from a valid hint or a cached route",
+            ),
+            flows_established: register(
+                r,
+                "flows_established",
+                "Flows that saw their first reply on the return path",
+            ),
+            flows_expired: register(
+                r,
+                "flows_expired",
+                "Flows expired, by state (tentative: no reply; established: idle)",
+            ),
+            flows_evicted: register(
+                r,
+                "flows_evicted",
+                "Tentative flows evicted, oldest first, to admit a new flow past the tentative cap \
+                 or into a full table",
+            ),
+            recv_batches: register(r, "recv_batches", "recvmmsg calls that returned datagrams"),
+            recv_datagrams: register(
+                r,
+                "recv_datagrams",
+                "Datagrams received (recv_datagrams / recv_batches = mean batch size)",
+            ),
+            send_batches: register(r, "send_batches", "sendmmsg batches flushed"),
+            send_datagrams: register(
+                r,
+                "send_datagrams",
+                "Datagrams queued into send batches (send_datagrams / send_batches = mean batch size)",
+            ),
+            lookups: register(
+                r,
+                "route_lookups",
+                "Route cache lookups started by workers (unknown non-STUN packets)",
+            ),
+            routes_installed: register(
+                r,
+                "routes_installed",
+                "Cached routes turned into flows after a lookup",
+            ),
+            routes_rejected: register(
+                r,
+                "routes_rejected",
+                "Cached routes refused (destination not allowed, caps, flow already known)",
+            ),
+            cache_queue_drops: register(
+                r,
+                "cache_queue_drops",
+                "Messages between workers and the route cache dropped because a queue was full",
+            ),
+            redis_lookups: register(r, "redis_lookups", "Redis route lookups, by result"),
+            redis_writes: register(r, "redis_writes", "Routes written to Redis"),
+            redis_errors: register(r, "redis_errors", "Redis connection and command errors"),
+            flows_active: register(r, "flows_active", "Flows in the table, by worker"),
+            flows_tentative: register(
+                r,
+                "flows_tentative",
+                "Flows waiting for their first reply, by worker",
+            ),
+            scrapes_refused: {
+                let family: Counters = register(
+                    r,
+                    "scrapes_refused",
+                    "Connections to /metrics closed without an answer, by reason",
+                );
+                ScrapeRefusal::ALL
+                    .map(|reason| handle(&family, &vec![("reason", reason.as_str().to_owned())]))
+            },
+            redis_connected: register(
+                r,
+                "redis_connected",
+                "1 while the route cache holds a Redis connection",
+            ),
+            tcp_open: register(
+                r,
+                "tcp_connections_open",
+                "Client TCP connections held (awaiting their first frame or forwarding)",
+            ),
+            tcp_accepted: register(
+                r,
+                "tcp_connections_accepted",
+                "Client TCP connections accepted past the caps",
+            ),
+            tcp_refused: register(
+                r,
+                "tcp_connections_refused",
+                "Client TCP connections closed at accept, by reason (per_ip_cap, global_cap)",
+            ),
+            tcp_closed: register(
+                r,
+                "tcp_connections_closed",
+                "Client TCP connections closed after accept, by reason",
+            ),
             registry,
-            packets,
-            bytes,
-            drops,
-            flows_active,
-            flows_tentative,
-            flows_created,
-            flows_established,
-            flows_expired,
-            flows_evicted,
-            recv_batches,
-            recv_datagrams,
-            send_batches,
-            send_datagrams,
-            lookups,
-            routes_installed,
-            routes_rejected,
-            cache_queue_drops,
-            redis_lookups,
-            redis_writes,
-            redis_errors,
-            redis_connected,
-            scrapes_refused,
-            tcp_open,
-            tcp_accepted,
-            tcp_refused,
-            tcp_closed,
         }
     }
 
@@ -421,6 +381,13 @@ pub struct WorkerMetrics {
 
 /// One labelled metric of a family. The family's lock guard is dropped on return: holding it
 /// while creating another label of the same family would deadlock.
+/// A new metric (or family) registered as `name` with `help`; the registry keeps a handle.
+fn register<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 fn handle<M: Clone + Default>(family: &Family<Labels, M>, labels: &Labels) -> M {
     family.get_or_create(labels).clone()
 }

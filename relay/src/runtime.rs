@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use mio::Waker;
+use mio::{Poll, Waker};
 
 use crate::config::{Config, TcpConfig};
 use crate::metrics::Metrics;
 use crate::route_cache::{self, CacheError, RouteCache, WorkerLink};
 use crate::tcp::event_loop::{self as tcp_loop, TcpSetup};
-use crate::worker::{self, CacheLink, WorkerSetup};
+use crate::worker::{self, CacheLink, WorkerSetup, WorkerSockets};
 
 /// Why the relay could not start.
 #[derive(Debug, thiserror::Error)]
@@ -101,83 +101,8 @@ impl Relay {
             wakers.push(waker);
         }
 
-        // The route cache: one request queue shared by the workers, one answer queue each.
-        let mut links: Vec<Option<CacheLink>> = (0..cfg.workers).map(|_| None).collect();
-        let mut cache = None;
-        if let Some(url) = &cfg.redis {
-            let (req_tx, req_rx) = crossbeam_channel::bounded(route_cache::REQUEST_QUEUE);
-            let mut worker_links = Vec::with_capacity(cfg.workers);
-            for (link, waker) in links.iter_mut().zip(&wakers) {
-                let (ans_tx, ans_rx) = crossbeam_channel::bounded(route_cache::ANSWER_QUEUE);
-                *link = Some(CacheLink {
-                    requests: req_tx.clone(),
-                    answers: ans_rx,
-                });
-                worker_links.push(WorkerLink {
-                    answers: ans_tx,
-                    waker: Arc::clone(waker),
-                });
-            }
-            let rc = RouteCache::new(
-                url.expose(),
-                cfg.route_ttl,
-                req_rx,
-                worker_links,
-                metrics.cache(),
-                Arc::clone(&shutdown),
-            )?;
-            cache = Some(
-                std::thread::Builder::new()
-                    .name("route-cache".into())
-                    .spawn(move || rc.run())
-                    .map_err(io_err("spawning the route cache"))?,
-            );
-        }
-
-        let cores = core_affinity::get_core_ids().unwrap_or_default();
-        let mut workers = Vec::with_capacity(cfg.workers);
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        for (id, ((sockets, poll), cache)) in sockets.into_iter().zip(polls).zip(links).enumerate()
-        {
-            let setup = WorkerSetup {
-                id,
-                core: (!cores.is_empty()).then(|| cores[id % cores.len()]),
-                sockets,
-                poll,
-                routing: cfg.routing.clone(),
-                cache,
-                metrics: metrics.worker(id),
-                publish_every: cfg.metrics_interval,
-                shutdown: Arc::clone(&shutdown),
-                ready: ready_tx.clone(),
-            };
-            let handle = std::thread::Builder::new()
-                .name(format!("relay-worker-{id}"))
-                .spawn(move || {
-                    let id = setup.id;
-                    let result = worker::run(setup);
-                    if let Err(e) = &result {
-                        tracing::error!(worker = id, error = %e, "worker stopped");
-                    }
-                    result
-                })
-                .map_err(io_err("spawning a worker"))?;
-            workers.push(handle);
-        }
-        // The workers prefault their flow tables before they forward (tens of MiB; a few
-        // hundred ms in a debug build). The relay counts as started, and its metrics endpoint
-        // answers, only once they have: a caller that waits for the endpoint then sees the
-        // relay's steady memory, not a table still being touched in. A worker that failed to
-        // start drops its sender; the wait then ends and its error surfaces on join.
-        drop(ready_tx);
-        for _ in 0..cfg.workers {
-            if ready_rx
-                .recv_timeout(std::time::Duration::from_secs(30))
-                .is_err()
-            {
-                break;
-            }
-        }
+        let (links, cache) = start_route_cache(&cfg, &wakers, &metrics, &shutdown)?;
+        let mut workers = start_workers(&cfg, sockets, polls, links, &metrics, &shutdown)?;
         let metrics_for_http = Arc::clone(&metrics);
         std::thread::Builder::new()
             .name("metrics".into())
@@ -187,7 +112,7 @@ impl Relay {
         if let (Some((listener, internal)), Some(tcp)) = (tcp_sockets, cfg.tcp.clone()) {
             let (poll, waker) = worker::poll_with_waker().map_err(io_err("creating a poll"))?;
             wakers.push(waker);
-            let setup = TcpSetup {
+            workers.push(spawn_tcp_thread(TcpSetup {
                 listener,
                 internal,
                 poll,
@@ -196,18 +121,7 @@ impl Relay {
                 metrics: metrics.tcp(),
                 publish_every: cfg.metrics_interval,
                 shutdown: Arc::clone(&shutdown),
-            };
-            let handle = std::thread::Builder::new()
-                .name("relay-tcp".into())
-                .spawn(move || {
-                    let result = tcp_loop::run(setup);
-                    if let Err(e) = &result {
-                        tracing::error!(error = %e, "TCP thread stopped");
-                    }
-                    result
-                })
-                .map_err(io_err("spawning the TCP thread"))?;
-            workers.push(handle);
+            })?);
         }
 
         Ok(Self {
@@ -222,6 +136,118 @@ impl Relay {
             cache,
         })
     }
+}
+
+/// Each worker's link to the route cache, in worker order; `None` without a cache.
+type CacheLinks = Vec<Option<CacheLink>>;
+
+/// Links of each worker to the route cache (`None` without `--redis`) and the cache's
+/// thread: one request queue shared by the workers, one answer queue each.
+fn start_route_cache(
+    cfg: &Config,
+    wakers: &[Arc<Waker>],
+    metrics: &Metrics,
+    shutdown: &Arc<AtomicBool>,
+) -> Result<(CacheLinks, Option<JoinHandle<()>>), StartError> {
+    let mut links: CacheLinks = (0..cfg.workers).map(|_| None).collect();
+    let Some(url) = &cfg.redis else {
+        return Ok((links, None));
+    };
+    let (req_tx, req_rx) = crossbeam_channel::bounded(route_cache::REQUEST_QUEUE);
+    let mut worker_links = Vec::with_capacity(cfg.workers);
+    for (link, waker) in links.iter_mut().zip(wakers) {
+        let (ans_tx, ans_rx) = crossbeam_channel::bounded(route_cache::ANSWER_QUEUE);
+        *link = Some(CacheLink {
+            requests: req_tx.clone(),
+            answers: ans_rx,
+        });
+        worker_links.push(WorkerLink {
+            answers: ans_tx,
+            waker: Arc::clone(waker),
+        });
+    }
+    let rc = RouteCache::new(
+        url.expose(),
+        cfg.route_ttl,
+        req_rx,
+        worker_links,
+        metrics.cache(),
+        Arc::clone(shutdown),
+    )?;
+    let cache = std::thread::Builder::new()
+        .name("route-cache".into())
+        .spawn(move || rc.run())
+        .map_err(io_err("spawning the route cache"))?;
+    Ok((links, Some(cache)))
+}
+
+/// Starts one thread per worker and waits until each is ready to forward.
+fn start_workers(
+    cfg: &Config,
+    sockets: Vec<WorkerSockets>,
+    polls: Vec<Poll>,
+    links: CacheLinks,
+    metrics: &Metrics,
+    shutdown: &Arc<AtomicBool>,
+) -> Result<Vec<JoinHandle<io::Result<()>>>, StartError> {
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let mut workers = Vec::with_capacity(cfg.workers);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    for (id, ((sockets, poll), cache)) in sockets.into_iter().zip(polls).zip(links).enumerate() {
+        let setup = WorkerSetup {
+            id,
+            core: (!cores.is_empty()).then(|| cores[id % cores.len()]),
+            sockets,
+            poll,
+            routing: cfg.routing.clone(),
+            cache,
+            metrics: metrics.worker(id),
+            publish_every: cfg.metrics_interval,
+            shutdown: Arc::clone(shutdown),
+            ready: ready_tx.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("relay-worker-{id}"))
+            .spawn(move || {
+                let id = setup.id;
+                let result = worker::run(setup);
+                if let Err(e) = &result {
+                    tracing::error!(worker = id, error = %e, "worker stopped");
+                }
+                result
+            })
+            .map_err(io_err("spawning a worker"))?;
+        workers.push(handle);
+    }
+    // The workers prefault their flow tables, sized for --max-flows, before they forward
+    // (which takes a while, longest in a debug build). The relay counts as started, and its metrics endpoint
+    // answers, only once they have: a caller that waits for the endpoint then sees the
+    // relay's steady memory, not a table still being touched in. A worker that failed to
+    // start drops its sender; the wait then ends and its error surfaces on join.
+    drop(ready_tx);
+    for _ in 0..cfg.workers {
+        if ready_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .is_err()
+        {
+            break;
+        }
+    }
+    Ok(workers)
+}
+
+/// Starts the TCP thread (ICE over TCP).
+fn spawn_tcp_thread(setup: TcpSetup) -> Result<JoinHandle<io::Result<()>>, StartError> {
+    std::thread::Builder::new()
+        .name("relay-tcp".into())
+        .spawn(move || {
+            let result = tcp_loop::run(setup);
+            if let Err(e) = &result {
+                tracing::error!(error = %e, "TCP thread stopped");
+            }
+            result
+        })
+        .map_err(io_err("spawning the TCP thread"))
 }
 
 /// Binds the public TCP listener (default: the UDP public address) and the TCP thread's

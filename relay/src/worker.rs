@@ -26,7 +26,8 @@ use voxgate_proto::MAX_HEADER_LEN;
 
 use crate::batch_io::{RecvBatch, SendBatch, DEFAULT_SLOT};
 use crate::config::{Config, RoutingConfig};
-use crate::flow_table::{DropReason, FlowTable, Verdict};
+use crate::drop_reason::DropReason;
+use crate::flow_table::{FlowTable, Verdict};
 use crate::metrics::{
     WorkerMetrics, WorkerSnapshot, DIR_TO_CLIENT, DIR_TO_TRANSCEIVER, SOCK_INTERNAL, SOCK_PUBLIC,
 };

@@ -8,8 +8,10 @@ use anyhow::Context;
 use clap::Parser;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use voxgate_transceiver::control::config::{Config, KeySource, LogFormat};
-use voxgate_transceiver::control::plane::{ControlPlane, ControlPlaneConfig};
+use voxgate_transceiver::control::config::{
+    BackendFlags, Config, IngressFlags, KeySource, LogFormat,
+};
+use voxgate_transceiver::control::plane::ControlPlane;
 use voxgate_transceiver::control::process_load;
 
 use tokio_stream::wrappers::TcpListenerStream;
@@ -24,14 +26,13 @@ use voxgate_transceiver::control::client_origin::ProxyTrust;
 use voxgate_transceiver::control::ingress::IngressSelector;
 use voxgate_transceiver::control::signaling::{self, AppState};
 use voxgate_transceiver::control::signaling_server;
-use voxgate_transceiver::media::audio_bridge::EncoderSettings;
 use voxgate_transceiver::media::command::{LoopEvent, SessionEnded};
-use voxgate_transceiver::media::event_loop::{self, LoopSettings, LoopSpec};
+use voxgate_transceiver::media::event_loop::{self, LoopSpec};
 use voxgate_transceiver::metrics::Metrics;
 
 fn main() -> ExitCode {
     let config = Config::parse();
-    init_tracing(config.log_format);
+    init_tracing(config.logging.log_format);
     match run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -61,8 +62,8 @@ fn init_tracing(format: LogFormat) {
 fn run(config: Config) -> anyhow::Result<()> {
     str0m::crypto::from_feature_flags().install_process_default();
     config.check_auth()?;
-    let authenticator = Arc::new(config.authenticator()?);
-    let (fleet_key, key_source) = config.fleet_key()?;
+    let authenticator = Arc::new(config.auth.authenticator()?);
+    let (fleet_key, key_source) = config.routing.fleet_key()?;
     match key_source {
         KeySource::RandomPerProcess => tracing::info!(
             "no fleet key configured: using a random key for this process \
@@ -73,31 +74,20 @@ fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     let loop_count = config.loop_count()?;
-    let ingress = config.ingress_selector()?;
-    let proxy_trust = Arc::new(config.proxy_trust(ingress.as_ref()));
-    log_ingress(&config, ingress.as_ref());
-    let internal_ip = config.internal_ip()?;
+    let ingress = config.ingress.selector()?;
+    let proxy_trust = Arc::new(config.ingress.proxy_trust(ingress.as_ref()));
+    log_ingress(&config.ingress, ingress.as_ref());
+    let plane_config = config.control_plane(fleet_key, ingress)?;
     let metrics = Arc::new(Metrics::new());
     // Ends have their own channel (see `SessionEnded`); other events may be dropped when full.
-    let (events_tx, events_rx) = mpsc::channel(config.max_sessions + 1024);
+    let (events_tx, events_rx) = mpsc::channel(config.admission.max_sessions + 1024);
     let (ended_tx, ended_rx) = mpsc::unbounded_channel();
-    let cores = if config.no_pin {
-        Vec::new()
-    } else {
-        core_affinity::get_core_ids().unwrap_or_default()
-    };
-    let loop_settings = LoopSettings {
-        priority: config.loop_priority,
-        relays: config.relays.clone(),
-        max_taps: config.max_taps,
-        coarse_ticks: config.coarse_ticks(),
-        tcp_limits: config.tcp_limits(),
-        read_window: config.read_window(),
-    };
+    let cores = config.media.pin_cores();
+    let loop_settings = config.loop_settings();
     let mut handles = Vec::with_capacity(loop_count);
     let mut threads = Vec::with_capacity(loop_count);
     for index in 0..loop_count {
-        let bind = config.loop_listen(index);
+        let bind = config.listen.loop_listen(index);
         let (handle, thread) = event_loop::spawn(LoopSpec {
             index,
             bind,
@@ -105,7 +95,7 @@ fn run(config: Config) -> anyhow::Result<()> {
             metrics: metrics.loop_metrics(index),
             events: events_tx.clone(),
             ended: ended_tx.clone(),
-            tcp_bind: config.loop_tcp_listen(index, bind),
+            tcp_bind: config.ice_tcp.loop_tcp_listen(index, bind),
             settings: loop_settings.clone(),
         })
         .with_context(|| format!("binding media loop {index} on {bind}"))?;
@@ -115,39 +105,14 @@ fn run(config: Config) -> anyhow::Result<()> {
     drop(events_tx);
     drop(ended_tx);
     let (dispatch, dispatch_rx) = DispatchHandle::channel();
-    let control = Arc::new(ControlPlane::new(
-        handles,
-        metrics,
-        ControlPlaneConfig {
-            fleet_key,
-            cluster_id: config.cluster_id,
-            internal_ip,
-            ingress,
-            advertise_tcp: config.advertise_tcp_candidates(),
-            connect_timeout: config.connect_timeout(),
-            max_sessions: config.max_sessions,
-            encoder: EncoderSettings {
-                bitrate: config.opus_bitrate,
-                complexity: config.opus_complexity,
-                application: config.opus_application,
-            },
-            require_backend: config.require_backend,
-            max_loop_busy: config.max_loop_busy,
-            max_process_cpu: config.max_process_cpu,
-            max_sessions_per_ip: config.max_sessions_per_ip,
-            rate_limit: config.rate_limit(),
-            max_session: config.max_session_duration(),
-            backend_stall: config.backend_stall(),
-        },
-        dispatch,
-    )?);
+    let control = Arc::new(ControlPlane::new(handles, metrics, plane_config, dispatch)?);
 
     // Before anything watches the process's CPU or takes a caller: the first PCM callers are
     // counted at this measured cost, and the measurement is not load (see `codec_cost`).
     control.measure_default_codec_cost();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.control_threads(loop_count))
+        .worker_threads(config.media.control_threads(loop_count))
         .enable_all()
         .thread_name("control")
         .on_thread_start(yield_to_media_loops)
@@ -156,10 +121,10 @@ fn run(config: Config) -> anyhow::Result<()> {
     // Signaling gets a runtime (and an OS thread) of its own. On the shared runtime an offer's
     // task queued behind the gRPC uplink: the media loop wakes one stream task per frame, and
     // after a burst of frames the wake that resumes an offer (the loop's insert reply) waited
-    // behind hundreds of them. With one core for the loop and the runtime, 300 PCM sessions
-    // arriving at 100/s, the reply took p99 26-85 ms to be seen, against 0.16 ms to be sent.
-    // Its own thread is scheduled by the kernel as soon as it is woken, whatever the backlog
-    // of the gRPC side. Normal policy (not SCHED_BATCH): a request should preempt bulk work.
+    // behind hundreds of them, so a reply sent at once was seen long after
+    // (docs/SESSION_COST.md, "Setting up a session, continued", cause 3). Its own thread is
+    // scheduled by the kernel as soon as it is woken, whatever the backlog of the gRPC side.
+    // Normal policy (not SCHED_BATCH): a request should preempt bulk work.
     let signaling_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -202,48 +167,47 @@ async fn serve(
 ) -> anyhow::Result<()> {
     tokio::spawn(control.clone().run_events(events_rx, ended_rx));
     tokio::spawn(run_dispatcher(
-        Dispatcher::new(config.dispatch_config()),
+        Dispatcher::new(config.backend.dispatch_config()),
         dispatch_rx,
         control.clone(),
     ));
     // Registered with the signaling runtime's reactor below: a tokio listener belongs to the
     // runtime it was made in.
-    let http = std::net::TcpListener::bind(config.signal_listen)
+    let listen = &config.listen;
+    let http = std::net::TcpListener::bind(listen.signal_listen)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .with_context(|| format!("binding signaling on {}", config.signal_listen))?;
-    let grpc = tokio::net::TcpListener::bind(config.grpc_listen)
+        .with_context(|| format!("binding signaling on {}", listen.signal_listen))?;
+    let grpc = tokio::net::TcpListener::bind(listen.grpc_listen)
         .await
-        .with_context(|| format!("binding gRPC on {}", config.grpc_listen))?;
+        .with_context(|| format!("binding gRPC on {}", listen.grpc_listen))?;
     tracing::info!(
         signal = %http.local_addr()?,
         grpc = %grpc.local_addr()?,
         loops = control.loops().len(),
-        control_threads = config.control_threads(control.loops().len()),
-        media = %config.media_listen,
+        control_threads = config.media.control_threads(control.loops().len()),
+        media = %listen.media_listen,
         "transceiver ready"
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    if auth.is_open() || config.grpc_token.is_none() {
+    let grpc_token = config.auth.grpc_token.as_deref();
+    if auth.is_open() || grpc_token.is_none() {
         tracing::warn!(
             signaling_auth = !auth.is_open(),
-            grpc_auth = config.grpc_token.is_some(),
+            grpc_auth = grpc_token.is_some(),
             "running without authentication on some listener (loopback or --insecure-no-auth)"
         );
     }
     let state = AppState {
         control: control.clone(),
         auth,
-        body_timeout: config.body_timeout(),
-        max_body_bytes: config.max_body_bytes,
-        public_url: config
-            .public_url
-            .as_deref()
-            .map(|u| Arc::from(u.trim_end_matches('/'))),
+        body_timeout: config.signaling.body_timeout(),
+        max_body_bytes: config.signaling.max_body_bytes,
+        public_url: listen.public_url_base(),
         proxy_trust,
     };
     let app = signaling::router(state);
     let (header_timeout, metrics, http_stop) = (
-        config.header_timeout(),
+        config.signaling.header_timeout(),
         control.metrics.clone(),
         stop_rx.clone(),
     );
@@ -257,7 +221,7 @@ async fn serve(
     control.metrics.usable_cores(cores);
     tracing::info!(
         usable_cores = cores,
-        max_process_cpu = config.max_process_cpu,
+        max_process_cpu = config.admission.max_process_cpu,
         "admission watches the process's CPU"
     );
     let (sampled, calibrated) = (control.clone(), control.clone());
@@ -275,43 +239,17 @@ async fn serve(
         metrics,
         http_stop,
     ));
-    let grpc_service =
-        BridgeService::server(control.clone(), config.grpc_token.as_deref().map(Arc::from));
-    let mut grpc_stop = stop_rx.clone();
-    // tonic cannot set socket options on a listener it did not bind: do it per connection.
-    // TCP_NODELAY, or Nagle holds back the small, frequent uplink frames (measured: p99
-    // 22.7 ms → 4.3 ms); TCP keepalive, so a peer that vanished without a FIN is noticed by
-    // the kernel even when HTTP/2 has nothing in flight.
-    let (keepalive, keepalive_timeout) = config.grpc_keepalive();
-    let tcp_keepalive = socket2::TcpKeepalive::new()
-        .with_time(keepalive)
-        .with_interval(keepalive)
-        .with_retries(3);
-    let coalesce = config.grpc_write_coalescing;
-    let incoming = TcpListenerStream::new(grpc).map(move |conn| {
-        conn.map(|c| {
-            let _ = c.set_nodelay(true);
-            let _ = socket2::SockRef::from(&c).set_tcp_keepalive(&tcp_keepalive);
-            // With --grpc-write-coalescing, one write per runtime tick per connection instead
-            // of one per frame (see `write_coalescing`): 5,054 → 861 a second at 100 sessions.
-            CoalescedWrites::new(c, coalesce)
-        })
-    });
-    let grpc_task = tokio::spawn(
-        tonic::transport::Server::builder()
-            // An unanswered PING closes the connection: every stream on it ends, so a frozen
-            // backend's Work subscription is dropped and its sessions are dispatched again.
-            .http2_keepalive_interval(Some(keepalive))
-            .http2_keepalive_timeout(Some(keepalive_timeout))
-            .add_service(grpc_service)
-            .serve_with_incoming_shutdown(incoming, async move {
-                let _ = grpc_stop.changed().await;
-            }),
-    );
+    let grpc_task = tokio::spawn(serve_grpc(
+        grpc,
+        control.clone(),
+        grpc_token.map(Arc::from),
+        &config.backend,
+        stop_rx.clone(),
+    ));
 
     wait_for_signal().await;
     control.start_draining();
-    drain(&control, Duration::from_secs(config.drain_timeout_secs)).await;
+    drain(&control, config.sessions.drain_timeout()).await;
     tracing::info!(
         sessions = control.session_count(),
         "shutting down: ending remaining sessions"
@@ -330,8 +268,46 @@ async fn serve(
     Ok(())
 }
 
+/// The gRPC bridge on `listener` (calls need `token` when set) until `stop` turns true.
+fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    control: Arc<ControlPlane>,
+    token: Option<Arc<str>>,
+    backend: &BackendFlags,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> impl std::future::Future<Output = Result<(), tonic::transport::Error>> {
+    // tonic cannot set socket options on a listener it did not bind: do it per connection.
+    // TCP_NODELAY, or Nagle holds back the small, frequent uplink frames; TCP keepalive, so a
+    // peer that vanished without a FIN is noticed by the kernel even when HTTP/2 has nothing
+    // in flight.
+    let (keepalive, keepalive_timeout) = backend.grpc_keepalive();
+    let tcp_keepalive = socket2::TcpKeepalive::new()
+        .with_time(keepalive)
+        .with_interval(keepalive)
+        .with_retries(3);
+    let coalesce = backend.grpc_write_coalescing;
+    let incoming = TcpListenerStream::new(listener).map(move |conn| {
+        conn.map(|c| {
+            let _ = c.set_nodelay(true);
+            let _ = socket2::SockRef::from(&c).set_tcp_keepalive(&tcp_keepalive);
+            // With --grpc-write-coalescing, one write per runtime tick per connection instead
+            // of one per frame (see `write_coalescing`).
+            CoalescedWrites::new(c, coalesce)
+        })
+    });
+    tonic::transport::Server::builder()
+        // An unanswered PING closes the connection: every stream on it ends, so a frozen
+        // backend's Work subscription is dropped and its sessions are dispatched again.
+        .http2_keepalive_interval(Some(keepalive))
+        .http2_keepalive_timeout(Some(keepalive_timeout))
+        .add_service(BridgeService::server(control, token))
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = stop.changed().await;
+        })
+}
+
 /// One line at start-up on how answers pick their relay addresses.
-fn log_ingress(config: &Config, ingress: Option<&IngressSelector>) {
+fn log_ingress(config: &IngressFlags, ingress: Option<&IngressSelector>) {
     let Some(s) = ingress else {
         tracing::info!(
             "no relay ingress configured: answers advertise each media loop's own socket"

@@ -30,8 +30,8 @@ use super::admission::Admission;
 use super::connection::{CloseReason, Connection, FrameVerdict, Timeouts};
 use crate::batch_io::{RecvBatch, SendBatch, DEFAULT_SLOT};
 use crate::config::{RoutingConfig, TcpConfig};
+use crate::drop_reason::DropReason;
 use crate::first_hop::WallClock;
-use crate::flow_table::DropReason;
 use crate::metrics::{TcpMetrics, TcpSnapshot, DIR_TO_CLIENT, DIR_TO_TRANSCEIVER};
 
 /// Connections accepted per turn before the others get a turn.

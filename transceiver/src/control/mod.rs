@@ -1,6 +1,8 @@
 //! The control plane: configuration, signaling, admission and the session index.
 //!
-//! Owns: the process configuration ([`config`]), the WHIP-shaped HTTP edge ([`signaling`]), offer
+//! Owns: the process configuration ([`config`]: the flags in groups, each building its
+//! component's settings, including the media loops' `LoopSettings` and the control plane's
+//! `ControlPlaneConfig`), the WHIP-shaped HTTP edge ([`signaling`]), offer
 //! validation ([`offer`]), who a request really comes from behind trusted proxies
 //! ([`client_origin`]), which relay ingress a new session advertises ([`ingress`]), the session → loop index with admission ([`registry`]), the whole process's CPU share that
 //! admission also reads ([`process_load`]) with what a PCM session's codecs cost on this

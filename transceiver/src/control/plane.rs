@@ -366,29 +366,13 @@ impl ControlPlane {
         (ufrag, random_ice_password())
     }
 
-    /// Admits and answers a new session. `requester.client` is the client's IP (per-IP limits
-    /// apply when given); with the ingress header's value it steers the relay ingress. Every
-    /// await point may be the last (hyper drops the future of a request whose client left):
-    /// the reservation guard then gives the slot back.
-    pub async fn create(
+    /// Reserves a slot for `client`'s new session on the least-loaded media loop among those
+    /// below `--max-loop-busy`, or says why there is none. Warns once when every loop becomes
+    /// saturated, and tells when one has room again.
+    fn reserve_loop(
         &self,
-        body: &[u8],
-        metadata: HashMap<String, String>,
-        requester: &Requester,
-    ) -> Result<Created, ControlError> {
-        let client = requester.client;
-        if self.is_draining() {
-            return Err(ControlError::Draining);
-        }
-        if let Some(ip) = client {
-            self.check_rate(ip)?;
-        }
-        let (offer, summary) = validate_offer(body)?;
-        let started = Instant::now();
-        if self.config.require_backend && !self.dispatch.has_room().await {
-            return Err(ControlError::NoBackend);
-        }
-        self.check_process_cpu()?;
+        client: Option<IpAddr>,
+    ) -> Result<crate::control::registry::Reservation<'_>, ControlError> {
         let busy: Vec<f64> = self.loops.iter().map(LoopHandle::busy_ratio).collect();
         let limit = self.config.max_loop_busy;
         let reservation = self
@@ -412,6 +396,33 @@ impl ControlPlane {
         if self.saturated.swap(false, Ordering::Relaxed) {
             tracing::info!("a media loop has room again: admitting new sessions");
         }
+        Ok(reservation)
+    }
+
+    /// Admits and answers a new session. `requester.client` is the client's IP (per-IP limits
+    /// apply when given); with the ingress header's value it steers the relay ingress. Every
+    /// await point may be the last (hyper drops the future of a request whose client left):
+    /// the reservation guard then gives the slot back.
+    pub async fn create(
+        &self,
+        body: &[u8],
+        metadata: HashMap<String, String>,
+        requester: &Requester,
+    ) -> Result<Created, ControlError> {
+        let client = requester.client;
+        if self.is_draining() {
+            return Err(ControlError::Draining);
+        }
+        if let Some(ip) = client {
+            self.check_rate(ip)?;
+        }
+        let (offer, summary) = validate_offer(body)?;
+        let started = Instant::now();
+        if self.config.require_backend && !self.dispatch.has_room().await {
+            return Err(ControlError::NoBackend);
+        }
+        self.check_process_cpu()?;
+        let reservation = self.reserve_loop(client)?;
         let loop_index = reservation.loop_index;
         let id = SessionId::random();
         let (ufrag, pass) = self.mint_credentials(loop_index);
@@ -429,7 +440,7 @@ impl ControlPlane {
             metadata: metadata.clone(),
         };
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
-        // Inline on this worker: an accept costs about 70 us of CPU (`setup/accept` bench, with
+        // Inline on this worker: an accept is cheap (the `setup/accept` bench measures it, with
         // the shared DTLS configuration of `voxgate_dtls`). A hop to the blocking pool and back
         // cost more than that at the tail: two wakeups of threads that wait for a core the
         // media loops also want.

@@ -1,0 +1,50 @@
+//! Why the transceiver's configuration cannot be used.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use crate::control::ingress::IngressError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--loops must be between 1 and 256")]
+    BadLoopCount,
+    #[error("media port range {0}..{0}+{1} overflows")]
+    PortOverflow(u16, usize),
+    #[error("cannot read fleet key file {path}: {source}")]
+    KeyFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--media-listen {0} is a wildcard address: set --internal-ip to the IP relays reach")]
+    NoInternalIp(IpAddr),
+    #[error("invalid fleet key: {0}")]
+    Key(#[from] voxgate_proto::hint::KeyError),
+    #[error(
+        "{0} is set but empty: give it a token, or unset it (an empty token is not \"no auth\")"
+    )]
+    EmptyToken(&'static str),
+    #[error(
+        "{what} listens on {addr}, which is not loopback, and no token is configured: set {need}, \
+         or pass --insecure-no-auth to serve it unauthenticated"
+    )]
+    PublicWithoutToken {
+        what: &'static str,
+        addr: SocketAddr,
+        need: &'static str,
+    },
+    #[error("cannot read token key file {path}: {source}")]
+    TokenKeyFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("token key file {path}: {source}")]
+    TokenKey {
+        path: PathBuf,
+        source: crate::auth::call_token::KeyTooShort,
+    },
+    #[error("--post-rate-per-ip must be a finite number >= 0")]
+    BadPostRate,
+    #[error("{0}")]
+    Ingress(#[from] IngressError),
+}
