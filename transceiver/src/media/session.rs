@@ -16,7 +16,7 @@ mod snapshot;
 mod state;
 
 pub use path::{is_binding_success, Candidates, ClientPath, ClientPaths, Route, MAX_CLIENT_ADDRS};
-pub use snapshot::{PathSnapshot, SessionCounters, SessionSnapshot};
+pub use snapshot::{PathSnapshot, PathsShown, SessionCounters, SessionSnapshot};
 pub use state::{EndReason, OwnerLoss, SessionError, SessionId, SessionState};
 
 use std::collections::HashMap;
@@ -675,31 +675,15 @@ impl Session {
     }
 
     pub fn snapshot(&self, now: Instant, loop_index: usize) -> SessionSnapshot {
+        let shown = PathsShown::of(self.paths.iter());
         SessionSnapshot {
             id: self.id.to_string(),
             state: self.state,
             loop_index,
             server_ufrag: self.ufrag.clone(),
-            client_addrs: self.paths.iter().map(|p| p.addr.to_string()).collect(),
-            client_paths: self
-                .paths
-                .iter()
-                .map(|p| PathSnapshot {
-                    addr: p.addr.to_string(),
-                    transport: p.transport.as_str(),
-                    via: p.via.map(|v| v.to_string()),
-                })
-                .collect(),
-            relays: {
-                let mut r: Vec<String> = self
-                    .paths
-                    .iter()
-                    .filter_map(|p| p.via.map(|v| v.to_string()))
-                    .collect();
-                r.sort();
-                r.dedup();
-                r
-            },
+            client_addrs: shown.client_addrs,
+            client_paths: shown.client_paths,
+            relays: shown.relays,
             age_ms: now.duration_since(self.created).as_millis() as u64,
             connect_ms: self
                 .connected_at

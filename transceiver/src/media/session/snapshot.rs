@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::media::session::path::ClientPath;
 use crate::media::session::state::SessionState;
 use crate::metrics::BridgeCounters;
 
@@ -46,4 +47,36 @@ pub struct PathSnapshot {
     pub addr: String,
     pub transport: &'static str,
     pub via: Option<String>,
+}
+
+/// What `GET /v1/sessions/{id}` shows of a session's authenticated paths.
+pub struct PathsShown {
+    pub client_addrs: Vec<String>,
+    pub client_paths: Vec<PathSnapshot>,
+    /// Each relay the paths go through, once, sorted.
+    pub relays: Vec<String>,
+}
+
+impl PathsShown {
+    pub fn of<'a>(paths: impl Iterator<Item = &'a ClientPath>) -> Self {
+        let paths: Vec<&ClientPath> = paths.collect();
+        let mut relays: Vec<String> = paths
+            .iter()
+            .filter_map(|p| p.via.map(|v| v.to_string()))
+            .collect();
+        relays.sort();
+        relays.dedup();
+        PathsShown {
+            client_addrs: paths.iter().map(|p| p.addr.to_string()).collect(),
+            client_paths: paths
+                .iter()
+                .map(|p| PathSnapshot {
+                    addr: p.addr.to_string(),
+                    transport: p.transport.as_str(),
+                    via: p.via.map(|v| v.to_string()),
+                })
+                .collect(),
+            relays,
+        }
+    }
 }
