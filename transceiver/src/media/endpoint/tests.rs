@@ -696,3 +696,52 @@ fn shutdown_is_the_only_command_that_stops_the_loop() {
         .endpoint
         .handle_command(rig.now, Command::Shutdown, &mut rig.out));
 }
+
+#[test]
+fn checks_past_a_sessions_budget_are_dropped_unanswered_and_counted() {
+    use crate::media::check_budget::{MAX_NEW_ADDRESSES, NEW_ADDRESS_BURST};
+    let mut rig = Rig::new(4);
+    let client = addr([192, 168, 1, 20], 5000);
+    let mut c = rig.call(client, Duration::from_secs(20));
+    let check = next_check(&mut rig, &mut c);
+    // The caller's check from its own address: answered, and the address is the session's.
+    rig.receive(client, None, &check);
+    assert_eq!(rig.out.sent.len(), 1);
+    rig.out.sent.clear();
+    // The same valid check, from 500 new source ports at one instant.
+    for port in 0..500u16 {
+        rig.receive(addr([198, 51, 100, 1], 10_000 + port), None, &check);
+    }
+    let answered = rig.out.sent.len();
+    assert!(
+        answered <= NEW_ADDRESS_BURST as usize,
+        "{answered} answered"
+    );
+    let limited = rig.dropped(DropReason::CheckRateLimited);
+    assert_eq!(
+        limited as usize + answered,
+        500,
+        "every other check counted"
+    );
+    // Later, from ever more new addresses: at most MAX_NEW_ADDRESSES are ever let through.
+    for second in 1..=20u64 {
+        rig.now += Duration::from_secs(1);
+        for port in 0..20u16 {
+            let from = addr([198, 51, 100, 2], (second * 100) as u16 + port);
+            rig.receive(from, None, &check);
+        }
+    }
+    assert!(rig.dropped(DropReason::CheckNewAddressCap) > 0);
+    let admitted_total = rig
+        .out
+        .sent
+        .iter()
+        .filter(|s| is_binding_success(&s.payload))
+        .count();
+    assert!(admitted_total <= MAX_NEW_ADDRESSES, "{admitted_total}");
+    // The caller's own (authenticated) address still gets its checks answered.
+    rig.now += Duration::from_secs(1);
+    rig.out.sent.clear();
+    rig.receive(client, None, &check);
+    assert_eq!(rig.out.sent.len(), 1, "the caller's check answered");
+}
