@@ -95,8 +95,8 @@ impl ClientSession {
     ) -> Result<(Self, String), SessionError> {
         let rtc = Rtc::builder()
             // The transceiver's provider: one DTLS configuration per process. str0m's default
-            // builds one per session and dimpl self-tests its crypto on each build (0.9 ms of
-            // CPU), which a load generator opening 100 sessions a second pays on its own core.
+            // builds one per session and dimpl self-tests its crypto on each build, which a load
+            // generator opening many sessions a second pays on its own core.
             // The client still makes a certificate of its own per session, as a browser does.
             .set_crypto_provider(voxgate_dtls::crypto_provider())
             .set_ice_lite(false)

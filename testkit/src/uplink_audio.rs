@@ -16,9 +16,8 @@ const LOOP_FRAMES: usize = 50;
 /// Frames encoded and thrown away before the loop is recorded. A fresh encoder's first frames
 /// are its start-up (frames of up to 211 bytes, some in hybrid mode, before it settles on
 /// 128-byte CELT frames for these tones). A loop of them would restart the caller's stream every
-/// second, which no caller's encoder does. (What it changes is small: `loadgen codec-floor`
-/// decoded the start-up loops at 14.7 and the steady ones at 14.3 µs per frame, medians of 4
-/// alternating runs; the point is that the transceiver decodes what callers send.)
+/// second, which no caller's encoder does. (What it changes in decoding cost is small, as
+/// `loadgen codec-floor` shows; the point is that the transceiver decodes what callers send.)
 const WARM_UP_FRAMES: usize = 50;
 /// Distinct loops kept for reuse (the load generator uses 16 tones; tests a handful).
 const LOOP_CACHE_MAX: usize = 4096;
@@ -27,9 +26,9 @@ type Loop = Arc<[Arc<[u8]>]>;
 /// What a loop is kept under: the source's `SignalSource::key`.
 type LoopKey = (u64, u64, u64);
 
-/// Loops already encoded in this process, by the source that made them. Encoding one costs
-/// about 3 ms of CPU (50 frames); a load generator opening 100 sessions a second spent a
-/// third of its core on it, on the core that must also send every session's audio on time.
+/// Loops already encoded in this process, by the source that made them. Encoding one is 50
+/// frames of Opus work: a load generator opening many sessions a second would spend a large
+/// share of its core on it, the core that must also send every session's audio on time.
 fn loop_cache() -> &'static Mutex<HashMap<LoopKey, Loop>> {
     static CACHE: OnceLock<Mutex<HashMap<LoopKey, Loop>>> = OnceLock::new();
     CACHE.get_or_init(Mutex::default)
