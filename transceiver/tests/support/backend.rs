@@ -60,8 +60,9 @@ struct Recorder {
     session_id: String,
     /// While set, the reader holds (a stuck backend).
     stalled: Arc<AtomicBool>,
-    /// Whether the call's downlink is filed for the test's sends (at its first event, before
-    /// anything that event tells a test is recorded).
+    /// Whether the call's downlink is filed for the test's sends. Its attach files it once
+    /// queued; the first event files it too, before anything that event tells a test is
+    /// recorded, in case the answer beat the attach's caller to it.
     filed: bool,
 }
 
@@ -92,11 +93,17 @@ impl CallHandler for Recorder {
     }
 }
 
+/// Files `call` as `session_id`'s downlink unless one is filed (the attach files it for good).
 fn file_downlink(shared: &Shared, session_id: &str, call: &CallSender) {
     let mut downlinks = shared.downlinks.lock().unwrap();
     downlinks
         .entry(session_id.to_string())
         .or_insert_with(|| call.clone());
+}
+
+/// Files a new attach's downlink: the latest call of a session is the one a test talks to.
+fn file_attached(shared: &Shared, session_id: String, call: CallSender) {
+    shared.downlinks.lock().unwrap().insert(session_id, call);
 }
 
 pub struct TestWorker {
@@ -376,7 +383,7 @@ async fn attach_over_mux(shared: &Arc<Shared>, attach: Attach) {
         filed: false,
     };
     let call = mux.attach(attach, recorder).await;
-    file_downlink(shared, &session_id, &call);
+    file_attached(shared, session_id, call);
 }
 
 /// Attaches a session on a `Session` stream of its own, on a connection of its own.
@@ -398,7 +405,7 @@ fn attach_over_session(shared: &Arc<Shared>, url: &str, attach: Attach) {
             filed: false,
         };
         let call = attach_session(&bridge, attach, recorder, DOWNLINK_QUEUE);
-        file_downlink(&shared, &session_id, &call);
+        file_attached(&shared, session_id, call);
     });
 }
 
