@@ -12,15 +12,16 @@
 //!              ──Session: DataMessage text ─► ◄── {"type":"echo","text":...}
 //! ```
 //!
-//! `main.rs` parses flags and signals, `backend.rs` holds the gRPC plumbing (one worker
-//! subscription per transceiver, reconnecting with backoff; one task per session), and the
-//! library's `utterance.rs` makes every decision about audio. The capacity is shared by all
-//! transceivers, and each is told the process-wide load. On SIGTERM or Ctrl-C the bot reports
-//! itself full, then lets go of its sessions without hanging up (so the transceiver hands those
-//! callers to other workers), then closes its worker streams and exits.
+//! `main.rs` parses flags and signals, `session.rs` serves one call (uplink frames into the
+//! library's `utterance.rs`, which makes every decision about audio, and its actions out), and
+//! the backend kit (`voxgate-backend-kit`'s `Worker`) does the Bridge protocol: one worker
+//! subscription per transceiver, reconnecting with backoff, the sessions of each on one
+//! `Multiplex` stream. The capacity is shared by all transceivers, and each is told the
+//! process-wide load. On SIGTERM or Ctrl-C the bot reports itself full, then lets go of its
+//! sessions without hanging up (so the transceiver hands those callers to other workers), then
+//! closes its worker streams and exits.
 
-mod backend;
-mod mux;
+mod session;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -30,12 +31,14 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
-use tonic::metadata::MetadataValue;
 use tonic::transport::Endpoint;
 use tracing::{info, warn};
+use voxgate_backend_kit::{bearer, AttachSettings, Slots, Transport, Worker};
 use voxgate_echo_bot::VadConfig;
+use voxgate_proto::bridge::AudioMode;
 
-use backend::{Bot, Slots};
+/// PlaybackProgress period asked for at attach (finer than the default 200 ms, for barge-in).
+const PROGRESS_INTERVAL_MS: u32 = 100;
 
 /// Example voxgate backend: plays each caller utterance back, with barge-in.
 #[derive(Debug, Parser)]
@@ -136,28 +139,31 @@ async fn main() -> anyhow::Result<()> {
     }
     let authorization = match args.token.as_deref().filter(|t| !t.is_empty()) {
         // The error must not echo the token.
-        Some(token) => Some(
-            MetadataValue::try_from(format!("Bearer {token}"))
-                .map_err(|_| anyhow::anyhow!("--token: not a valid header value"))?,
-        ),
+        Some(token) => Some(bearer(token).map_err(|e| anyhow::anyhow!("--token: {e}"))?),
         None => None,
     };
-    let bot = Arc::new(Bot {
-        worker_id: args.worker_id.unwrap_or_else(default_worker_id),
-        authorization,
+    let vad = VadConfig {
         sample_rate_hz: args.sample_rate,
-        vad: VadConfig {
+        speech_db: args.speech_db,
+        silence: Duration::from_millis(args.silence_ms),
+        max_utterance: Duration::from_secs(args.max_utterance_secs),
+        continuous: args.continuous,
+        ..VadConfig::default()
+    };
+    let worker = Arc::new(Worker {
+        settings: AttachSettings {
+            worker_id: args.worker_id.unwrap_or_else(default_worker_id),
             sample_rate_hz: args.sample_rate,
-            speech_db: args.speech_db,
-            silence: Duration::from_millis(args.silence_ms),
-            max_utterance: Duration::from_secs(args.max_utterance_secs),
-            continuous: args.continuous,
-            ..VadConfig::default()
+            mode: AudioMode::Pcm,
+            progress_interval_ms: PROGRESS_INTERVAL_MS,
+            encoder: None,
         },
+        authorization,
+        transport: Transport::Multiplex,
         slots: Arc::new(Slots::new(args.capacity)),
     });
     info!(
-        worker_id = %bot.worker_id,
+        worker_id = %worker.settings.worker_id,
         transceivers = ?args.transceiver,
         capacity = args.capacity,
         sample_rate = args.sample_rate,
@@ -168,7 +174,9 @@ async fn main() -> anyhow::Result<()> {
     let mut workers = tokio::task::JoinSet::new();
     for (endpoint, addr) in endpoints.into_iter().zip(&args.transceiver) {
         let span = tracing::info_span!("transceiver", addr = %addr.trim());
-        let worker = backend::run_worker(endpoint, Arc::clone(&bot), stop_rx.clone());
+        let vad = vad.clone();
+        let serve = move |call| session::serve(call, vad.clone());
+        let worker = Arc::clone(&worker).serve(endpoint, stop_rx.clone(), serve);
         workers.spawn(tracing::Instrument::instrument(worker, span));
     }
 

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use str0m::change::{SdpAnswer, SdpPendingOffer};
 use str0m::channel::ChannelId;
-use str0m::error::{IceError, SdpError};
 use str0m::format::Codec;
 use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid, Pt};
 use str0m::net::{Protocol, Receive, TcpType, Transmit};
@@ -27,91 +26,17 @@ use crate::downlink_audio::{DownlinkAudio, DownlinkCounters};
 use crate::loss_injector::{is_rtp, LossInjector};
 use crate::session_config::{SessionConfig, DATA_CHANNEL_LABEL};
 use crate::session_report::SessionReport;
-use crate::signal::{SignalSource, FRAME_DURATION, FRAME_SAMPLES, SAMPLE_RATE};
+use crate::signal::{SignalSource, SAMPLE_RATE};
 use crate::signaling_client::{sdp_ice_ufrag, CreatedSession};
 use crate::tail_buffer::TailBuffer;
 use crate::uplink_audio::UplinkAudio;
+use crate::uplink_schedule::UplinkSchedule;
 
-/// Behind schedule by more than this, the uplink skips frames instead of bursting them.
-const MAX_CATCH_UP: Duration = Duration::from_millis(100);
+pub use crate::session_error::SessionError;
+pub use crate::session_event::{SessionEvent, SessionTimings};
+
 /// Lifecycle events kept for [`ClientSession::poll_event`] when nobody polls them.
 const MAX_PENDING_EVENTS: usize = 64;
-
-/// Failures of a client session.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    /// str0m refused an operation.
-    #[error("webrtc: {0}")]
-    Rtc(#[from] RtcError),
-    /// The answer SDP did not parse.
-    #[error("bad answer SDP: {0}")]
-    Sdp(#[from] SdpError),
-    /// The local address cannot be an ICE host candidate (e.g. 0.0.0.0).
-    #[error("bad local candidate: {0}")]
-    Candidate(#[from] IceError),
-    /// libopus failed to set up.
-    #[error("opus: {0}")]
-    Opus(#[from] opus::Error),
-    /// An answer arrived but no offer was outstanding.
-    #[error("no offer is pending")]
-    NoPendingOffer,
-    /// str0m produced no offer for the requested change.
-    #[error("nothing to offer")]
-    NothingToOffer,
-    /// The answer did not negotiate Opus for the audio m-line.
-    #[error("Opus was not negotiated")]
-    NoOpus,
-    /// The data channel is not open (not offered, not yet open, or closed).
-    #[error("data channel is not open")]
-    ChannelNotOpen,
-    /// The data channel's send buffer is full.
-    #[error("data channel send buffer is full")]
-    ChannelBufferFull,
-    /// The session has ended.
-    #[error("session is closed")]
-    Closed,
-}
-
-/// Lifecycle changes, for owners that want to react instead of polling state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionEvent {
-    /// The ICE connection state changed.
-    IceState(IceConnectionState),
-    /// ICE and DTLS are up; uplink audio starts.
-    Connected,
-    /// The data channel opened.
-    ChannelOpen,
-    /// The data channel closed.
-    ChannelClosed,
-    /// The session ended (locally, by the peer, or by failure).
-    Closed,
-}
-
-/// When things happened, measured from the start of signaling.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SessionTimings {
-    /// Answer SDP accepted.
-    pub answer: Option<Duration>,
-    /// First ICE state Connected or Completed.
-    pub ice_connected: Option<Duration>,
-    /// DTLS handshake done.
-    pub dtls_connected: Option<Duration>,
-    /// First uplink RTP datagram handed out for sending.
-    pub first_audio_sent: Option<Duration>,
-    /// First downlink audio frame received.
-    pub first_audio_received: Option<Duration>,
-}
-
-/// Schedule of the uplink: when the next frame is due and when to stop.
-#[derive(Debug, Default)]
-struct UplinkPlan {
-    send_for: Duration,
-    next_at: Option<Instant>,
-    stop_at: Option<Instant>,
-    rtp_time: u64,
-    frames_written: u64,
-    frames_skipped: u64,
-}
 
 #[derive(Debug, Default)]
 struct Counters {
@@ -143,7 +68,7 @@ pub struct ClientSession {
     transmits: VecDeque<Transmit>,
     events: VecDeque<SessionEvent>,
     uplink: UplinkAudio,
-    plan: UplinkPlan,
+    plan: UplinkSchedule,
     loss: LossInjector,
     downlink: DownlinkAudio,
     messages: TailBuffer<String>,
@@ -170,8 +95,8 @@ impl ClientSession {
     ) -> Result<(Self, String), SessionError> {
         let rtc = Rtc::builder()
             // The transceiver's provider: one DTLS configuration per process. str0m's default
-            // builds one per session and dimpl self-tests its crypto on each build (0.9 ms of
-            // CPU), which a load generator opening 100 sessions a second pays on its own core.
+            // builds one per session and dimpl self-tests its crypto on each build, which a load
+            // generator opening many sessions a second pays on its own core.
             // The client still makes a certificate of its own per session, as a browser does.
             .set_crypto_provider(voxgate_dtls::crypto_provider())
             .set_ice_lite(false)
@@ -201,10 +126,7 @@ impl ClientSession {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             uplink,
-            plan: UplinkPlan {
-                send_for: cfg.send_for,
-                ..UplinkPlan::default()
-            },
+            plan: UplinkSchedule::new(cfg.send_for),
             loss: LossInjector::new(cfg.uplink_loss, cfg.seed),
             downlink: DownlinkAudio::new(cfg.decode_downlink, cfg.keep_arrivals, pcm_cap)?,
             messages: TailBuffer::new(cfg.keep_messages),
@@ -379,7 +301,7 @@ impl ClientSession {
         if self.closed || !self.rtc.is_alive() {
             return None;
         }
-        Some(match self.plan.next_at {
+        Some(match self.plan.next_at() {
             Some(t) => t.min(self.rtc_deadline),
             None => self.rtc_deadline,
         })
@@ -420,13 +342,13 @@ impl ClientSession {
 
     /// Stops uplink audio now.
     pub fn stop_audio(&mut self) {
-        self.plan.next_at = None;
+        self.plan.stop();
     }
 
     /// (Re)starts uplink audio at `now` for `send_for` (`Duration::MAX`: until stopped).
     /// Ignored until the session is connected; the RTP clock continues where it stopped.
     pub fn start_audio(&mut self, now: Instant, send_for: Duration) {
-        self.plan.send_for = send_for;
+        self.plan.set_send_for(send_for);
         if self.dtls_connected && !self.closed {
             self.schedule_uplink(now);
         }
@@ -464,7 +386,7 @@ impl ClientSession {
             t_dtls_connected: self.timings.dtls_connected,
             t_first_audio_sent: self.timings.first_audio_sent,
             t_first_audio_received: self.timings.first_audio_received,
-            audio_frames_written: self.plan.frames_written,
+            audio_frames_written: self.plan.frames_written(),
             audio_packets_sent: self.counters.audio_packets_sent,
             audio_packets_dropped: self.loss.dropped(),
             audio_packets_received: down.packets,
@@ -501,7 +423,7 @@ impl ClientSession {
 
     /// Whether uplink audio is currently scheduled.
     pub fn is_sending_audio(&self) -> bool {
-        self.plan.next_at.is_some()
+        self.plan.is_running()
     }
 
     /// The current ICE connection state.
@@ -577,7 +499,7 @@ impl ClientSession {
 
     /// Uplink frames skipped because the owner woke the session too late.
     pub fn uplink_frames_skipped(&self) -> u64 {
-        self.plan.frames_skipped
+        self.plan.frames_skipped()
     }
 
     /// Read access to the underlying str0m instance.
@@ -677,55 +599,34 @@ impl ClientSession {
     }
 
     fn schedule_uplink(&mut self, now: Instant) {
-        if self.plan.send_for.is_zero() || self.opus_pt.is_none() {
-            self.plan.next_at = None;
-            return;
+        if self.opus_pt.is_none() {
+            self.plan.stop();
+        } else {
+            self.plan.start(now);
         }
-        self.plan.next_at = Some(now);
-        self.plan.stop_at = now.checked_add(self.plan.send_for);
     }
 
     /// Writes every uplink frame that is due by `now`.
     fn pump_uplink(&mut self, now: Instant) {
-        while let Some(due) = self.plan.next_at {
-            if due > now {
-                return;
-            }
-            if self.plan.stop_at.is_some_and(|stop| due >= stop) {
-                self.plan.next_at = None;
-                return;
-            }
-            let behind = now - due;
-            if behind > MAX_CATCH_UP {
-                // Woken late (stalled loop): jump to the current frame instead of bursting.
-                let skip = (behind.as_nanos() / FRAME_DURATION.as_nanos()) as u32;
-                self.plan.next_at = Some(due + FRAME_DURATION * skip);
-                self.plan.rtp_time += FRAME_SAMPLES as u64 * u64::from(skip);
-                self.plan.frames_skipped += u64::from(skip);
-                continue;
-            }
-            if let Err(e) = self.write_frame(due) {
+        while let Some((due, rtp_time)) = self.plan.poll_frame(now) {
+            if let Err(e) = self.write_frame(due, rtp_time) {
                 self.last_error.get_or_insert_with(|| e.to_string());
-                self.plan.next_at = None;
+                self.plan.stop();
                 return;
             }
+            self.plan.frame_written(due);
             self.drain(now);
-            if let Some(next) = self.plan.next_at.as_mut() {
-                *next = due + FRAME_DURATION;
-            }
         }
     }
 
-    fn write_frame(&mut self, wallclock: Instant) -> Result<(), SessionError> {
+    fn write_frame(&mut self, wallclock: Instant, rtp_time: u64) -> Result<(), SessionError> {
         let (Some(mid), Some(pt)) = (self.mid, self.opus_pt) else {
             return Err(SessionError::NoOpus);
         };
         let payload = self.uplink.next_packet()?;
-        let time = MediaTime::new(self.plan.rtp_time, Frequency::FORTY_EIGHT_KHZ);
+        let time = MediaTime::new(rtp_time, Frequency::FORTY_EIGHT_KHZ);
         let writer = self.rtc.writer(mid).ok_or(SessionError::Closed)?;
         writer.write(pt, wallclock, time, payload)?;
-        self.plan.rtp_time += FRAME_SAMPLES as u64;
-        self.plan.frames_written += 1;
         Ok(())
     }
 
@@ -737,7 +638,7 @@ impl ClientSession {
     }
 
     fn mark_closed(&mut self) {
-        self.plan.next_at = None;
+        self.plan.stop();
         if !self.closed {
             self.closed = true;
             self.channel_open = false;
@@ -759,71 +660,4 @@ impl ClientSession {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn offer(cfg: &SessionConfig) -> (ClientSession, String) {
-        let addr: SocketAddr = "127.0.0.1:40000".parse().unwrap();
-        ClientSession::new(cfg, addr, Instant::now()).unwrap()
-    }
-
-    #[test]
-    fn offer_has_one_sendrecv_opus_line_and_the_data_channel() {
-        let (session, sdp) = offer(&SessionConfig::default());
-        assert_eq!(sdp.matches("m=audio").count(), 1);
-        assert!(sdp.contains("a=sendrecv"));
-        assert!(sdp.to_lowercase().contains("opus/48000"));
-        assert!(sdp.contains("m=application"));
-        assert!(!sdp.contains("a=ice-lite"));
-        assert!(sdp.contains("127.0.0.1 40000 typ host"), "{sdp}");
-        assert!(!session.is_connected());
-        assert!(session.poll_timeout().is_some());
-    }
-
-    #[test]
-    fn offer_without_data_channel_has_no_application_line() {
-        let cfg = SessionConfig {
-            data_channel: false,
-            ..SessionConfig::default()
-        };
-        let (_, sdp) = offer(&cfg);
-        assert!(!sdp.contains("m=application"));
-    }
-
-    #[test]
-    fn unspecified_bind_address_is_rejected() {
-        let addr: SocketAddr = "0.0.0.0:40000".parse().unwrap();
-        let r = ClientSession::new(&SessionConfig::default(), addr, Instant::now());
-        assert!(matches!(r, Err(SessionError::Candidate(_))));
-    }
-
-    #[test]
-    fn garbage_answer_is_a_typed_error_and_keeps_nothing_pending() {
-        let (mut session, _) = offer(&SessionConfig::default());
-        let r = session.accept_answer(Instant::now(), "not sdp");
-        assert!(matches!(r, Err(SessionError::Sdp(_))), "{r:?}");
-        let r = session.accept_answer(Instant::now(), "v=0\r\n");
-        assert!(matches!(r, Err(SessionError::NoPendingOffer)), "{r:?}");
-    }
-
-    #[test]
-    fn channel_text_before_open_is_refused() {
-        let (mut session, _) = offer(&SessionConfig::default());
-        let r = session.send_channel_text(Instant::now(), "hi");
-        assert!(matches!(r, Err(SessionError::ChannelNotOpen)));
-    }
-
-    #[test]
-    fn closing_reports_closed_and_stops_timers() {
-        let (mut session, _) = offer(&SessionConfig::default());
-        session.close(Instant::now());
-        assert!(session.is_closed());
-        assert!(session.report().closed);
-        assert_eq!(session.poll_timeout(), None);
-        let mut saw_closed = false;
-        while let Some(e) = session.poll_event() {
-            saw_closed |= e == SessionEvent::Closed;
-        }
-        assert!(saw_closed);
-    }
-}
+mod tests;

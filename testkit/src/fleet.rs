@@ -24,8 +24,9 @@ use reqwest::Url;
 use str0m::net::{Protocol, Transmit};
 use voxgate_proto::rfc4571::{FrameDecoder, WriteQueue};
 
-use crate::client_session::{ClientSession, SessionError};
+use crate::client_session::ClientSession;
 use crate::session_config::SessionConfig;
+use crate::session_error::SessionError;
 use crate::session_report::SessionReport;
 use crate::signaling_client::{SignalingClient, SignalingError};
 

@@ -16,9 +16,8 @@ const LOOP_FRAMES: usize = 50;
 /// Frames encoded and thrown away before the loop is recorded. A fresh encoder's first frames
 /// are its start-up (frames of up to 211 bytes, some in hybrid mode, before it settles on
 /// 128-byte CELT frames for these tones). A loop of them would restart the caller's stream every
-/// second, which no caller's encoder does. (What it changes is small: `loadgen codec-floor`
-/// decoded the start-up loops at 14.7 and the steady ones at 14.3 µs per frame, medians of 4
-/// alternating runs; the point is that the transceiver decodes what callers send.)
+/// second, which no caller's encoder does. (What it changes in decoding cost is small, as
+/// `loadgen codec-floor` shows; the point is that the transceiver decodes what callers send.)
 const WARM_UP_FRAMES: usize = 50;
 /// Distinct loops kept for reuse (the load generator uses 16 tones; tests a handful).
 const LOOP_CACHE_MAX: usize = 4096;
@@ -27,9 +26,9 @@ type Loop = Arc<[Arc<[u8]>]>;
 /// What a loop is kept under: the source's `SignalSource::key`.
 type LoopKey = (u64, u64, u64);
 
-/// Loops already encoded in this process, by the source that made them. Encoding one costs
-/// about 3 ms of CPU (50 frames); a load generator opening 100 sessions a second spent a
-/// third of its core on it, on the core that must also send every session's audio on time.
+/// Loops already encoded in this process, by the source that made them. Encoding one is 50
+/// frames of Opus work: a load generator opening many sessions a second would spend a large
+/// share of its core on it, the core that must also send every session's audio on time.
 fn loop_cache() -> &'static Mutex<HashMap<LoopKey, Loop>> {
     static CACHE: OnceLock<Mutex<HashMap<LoopKey, Loop>>> = OnceLock::new();
     CACHE.get_or_init(Mutex::default)
@@ -120,80 +119,4 @@ impl UplinkAudio {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::opus_codec::OpusFrameDecoder;
-    use crate::signal::{dominant_frequency, SAMPLE_RATE};
-
-    fn decode_all(uplink: &mut UplinkAudio, frames: usize) -> Vec<i16> {
-        let mut dec = OpusFrameDecoder::new().unwrap();
-        let mut pcm = Vec::new();
-        for _ in 0..frames {
-            let p = uplink.next_packet().unwrap();
-            pcm.extend_from_slice(dec.decode(&p).unwrap());
-        }
-        pcm
-    }
-
-    #[test]
-    fn live_and_looped_uplinks_carry_the_tone() {
-        let mut live = UplinkAudio::live(SignalSource::sine(700.0, 0.3)).unwrap();
-        let mut looped = UplinkAudio::looped(SignalSource::sine(700.0, 0.3)).unwrap();
-        for pcm in [decode_all(&mut live, 120), decode_all(&mut looped, 120)] {
-            let f = dominant_frequency(&pcm, SAMPLE_RATE);
-            assert!((f - 700.0).abs() <= 5.0, "got {f}");
-        }
-    }
-
-    #[test]
-    fn looped_uplinks_of_one_source_share_one_encoding() {
-        let mut a = UplinkAudio::looped(SignalSource::sine(431.0, 0.3)).unwrap();
-        let mut b = UplinkAudio::looped(SignalSource::sine(431.0, 0.3)).unwrap();
-        let mut c = UplinkAudio::looped(SignalSource::sine(432.0, 0.3)).unwrap();
-        let (pa, pb, pc) = (
-            a.next_packet().unwrap(),
-            b.next_packet().unwrap(),
-            c.next_packet().unwrap(),
-        );
-        assert!(Arc::ptr_eq(&pa, &pb), "same source, same packets");
-        assert!(!Arc::ptr_eq(&pa, &pc), "another tone is encoded on its own");
-    }
-
-    /// The loop is a steady second of the stream a live caller sends, not an encoder's
-    /// start-up replayed every second: the same Opus mode (TOC configuration) as a live
-    /// encoder's, and no oversized start-up frames.
-    #[test]
-    fn looped_uplink_is_a_steady_second_not_the_encoders_start() {
-        for hz in [200.0, 440.0, 950.0] {
-            let mut live = UplinkAudio::live(SignalSource::sine(hz, 0.3)).unwrap();
-            let steady: Vec<Arc<[u8]>> = (0..2 * LOOP_FRAMES)
-                .map(|_| live.next_packet().unwrap())
-                .skip(LOOP_FRAMES)
-                .collect();
-            let mut looped = UplinkAudio::looped(SignalSource::sine(hz, 0.3)).unwrap();
-            let packets: Vec<Arc<[u8]>> = (0..LOOP_FRAMES)
-                .map(|_| looped.next_packet().unwrap())
-                .collect();
-            let config = |p: &Arc<[u8]>| p[0] >> 3;
-            let largest_steady = steady.iter().map(|p| p.len()).max().unwrap();
-            for (i, p) in packets.iter().enumerate() {
-                assert_eq!(config(p), config(&steady[i]), "{hz} Hz, frame {i}");
-                assert!(
-                    p.len() <= largest_steady,
-                    "{hz} Hz, frame {i}: {} bytes",
-                    p.len()
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn looped_uplink_repeats_after_one_second() {
-        let mut looped = UplinkAudio::looped(SignalSource::sine(700.0, 0.3)).unwrap();
-        let first = looped.next_packet().unwrap();
-        for _ in 1..LOOP_FRAMES {
-            looped.next_packet().unwrap();
-        }
-        assert_eq!(looped.next_packet().unwrap(), first);
-    }
-}
+mod tests;

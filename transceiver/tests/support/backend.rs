@@ -4,28 +4,25 @@
 //! stream, as a crashed backend would.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::StreamExt;
-use voxgate_proto::bridge::bridge_client::BridgeClient;
+use voxgate_backend_kit::{
+    attach_session, AttachSettings, Bridge, CallEvent, CallHandler, CallSender, MultiplexClient,
+    Registration, WorkStream,
+};
 use voxgate_proto::bridge::{
-    downlink, session_event, uplink, worker_command, worker_message, Attach, AudioChunk, AudioMode,
-    ChannelDownlink, Clear, Cleared, Downlink, MultiplexDownlink, OpusEncoder, PlaybackProgress,
-    Register, TapRequest, WorkerMessage,
+    downlink, session_event, uplink, Attach, AudioChunk, AudioMode, ChannelDownlink, Clear,
+    Cleared, OpusEncoder, PlaybackProgress,
 };
 
-/// How the worker's sessions reach the transceiver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// A `Session` stream per session.
-    Session,
-    /// One `Multiplex` stream for all of them, a channel each.
-    Multiplex,
-}
+/// How the worker's sessions reach the transceiver: a `Session` stream each, or one
+/// `Multiplex` stream for all of them, a channel each.
+pub use voxgate_backend_kit::Transport;
+
+/// Messages a session (or the `Multiplex` stream, for all of them) may have waiting to go out.
+const DOWNLINK_QUEUE: usize = 64;
 
 /// What one session's stream delivered.
 #[derive(Debug, Default, Clone)]
@@ -42,31 +39,71 @@ pub struct SessionLog {
     /// Passthrough mode: the raw Opus packets, in order.
     pub opus: Vec<Vec<u8>>,
     pub ended: bool,
-    /// A `Multiplex` channel's `closed`: its code and message.
+    /// The transceiver's `closed` for the call: a `Multiplex` channel's (its code and message),
+    /// or the status a `Session` stream failed to open with.
     pub closed: Option<(i32, String)>,
-}
-
-/// Where a session's downlink messages go.
-#[derive(Clone)]
-enum DownTx {
-    Stream(mpsc::Sender<Downlink>),
-    Channel {
-        tx: mpsc::Sender<ChannelDownlink>,
-        channel: u64,
-    },
 }
 
 #[derive(Default)]
 struct Shared {
     sessions: Mutex<HashMap<String, SessionLog>>,
-    downlinks: Mutex<HashMap<String, DownTx>>,
+    downlinks: Mutex<HashMap<String, CallSender>>,
     stalled: Mutex<HashMap<String, Arc<AtomicBool>>>,
-    /// Multiplex: the stream's sender, its channels' sessions, the next channel number, and
-    /// whether its reader has stopped.
-    mux: Mutex<Option<mpsc::Sender<ChannelDownlink>>>,
-    channels: Mutex<HashMap<u64, String>>,
-    next_channel: AtomicU64,
+    /// The worker's `Multiplex` stream, and whether its reader stops (all its calls at once).
+    mux: Mutex<Option<Arc<MultiplexClient<Recorder>>>>,
     mux_stalled: Arc<AtomicBool>,
+}
+
+/// One session's handler: files what arrives under the session's id.
+struct Recorder {
+    shared: Arc<Shared>,
+    session_id: String,
+    /// While set, the reader holds (a stuck backend).
+    stalled: Arc<AtomicBool>,
+    /// Whether the call's downlink is filed for the test's sends. Its attach files it once
+    /// queued; the first event files it too, before anything that event tells a test is
+    /// recorded, in case the answer beat the attach's caller to it.
+    filed: bool,
+}
+
+impl CallHandler for Recorder {
+    async fn handle(&mut self, event: CallEvent, call: &CallSender) {
+        while self.stalled.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if !self.filed {
+            self.filed = true;
+            file_downlink(&self.shared, &self.session_id, call);
+        }
+        match event {
+            CallEvent::Uplink(m) => record(&self.shared, &self.session_id, m.kind),
+            CallEvent::Closed(status) => {
+                let mut logs = self.shared.sessions.lock().unwrap();
+                let log = logs.entry(self.session_id.clone()).or_default();
+                log.closed = Some((status.code() as i32, status.message().to_string()));
+                log.ended = true;
+            }
+            CallEvent::StreamGone(_) => {
+                let mut logs = self.shared.sessions.lock().unwrap();
+                if let Some(log) = logs.get_mut(&self.session_id) {
+                    log.ended = true;
+                }
+            }
+        }
+    }
+}
+
+/// Files `call` as `session_id`'s downlink unless one is filed (the attach files it for good).
+fn file_downlink(shared: &Shared, session_id: &str, call: &CallSender) {
+    let mut downlinks = shared.downlinks.lock().unwrap();
+    downlinks
+        .entry(session_id.to_string())
+        .or_insert_with(|| call.clone());
+}
+
+/// Files a new attach's downlink: the latest call of a session is the one a test talks to.
+fn file_attached(shared: &Shared, session_id: String, call: CallSender) {
+    shared.downlinks.lock().unwrap().insert(session_id, call);
 }
 
 pub struct TestWorker {
@@ -84,41 +121,33 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-async fn connect(url: &str) -> BridgeClient<tonic::transport::Channel> {
+async fn connect(url: &str) -> Bridge {
     // HTTP/2's default windows (the client's, for what the server sends) let megabytes queue
     // up in the transport; small windows make a stuck reader visible to the server quickly.
     let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
         .expect("bridge url")
         .initial_stream_window_size(65_535)
         .initial_connection_window_size(1 << 20);
-    for _ in 0..50 {
-        if let Ok(ch) = endpoint.connect().await {
-            return BridgeClient::new(ch);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let pause = Duration::from_millis(100);
+    match Bridge::connect_retrying(&endpoint, None, 50, pause).await {
+        Ok(bridge) => bridge,
+        Err(e) => panic!("{e}"),
     }
-    panic!("cannot connect to the bridge at {url}");
 }
 
 /// The attach a worker sends for a dispatched session.
-#[derive(Clone)]
-struct AttachAs {
-    worker_id: String,
+fn attach_settings(
+    worker_id: &str,
     sample_rate: u32,
     mode: AudioMode,
     encoder: Option<OpusEncoder>,
-}
-
-impl AttachAs {
-    fn attach(&self, session_id: &str) -> Attach {
-        Attach {
-            session_id: session_id.to_string(),
-            worker_id: self.worker_id.clone(),
-            sample_rate_hz: self.sample_rate,
-            mode: self.mode as i32,
-            progress_interval_ms: 100,
-            encoder: self.encoder,
-        }
+) -> AttachSettings {
+    AttachSettings {
+        worker_id: worker_id.to_string(),
+        sample_rate_hz: sample_rate,
+        mode,
+        progress_interval_ms: 100,
+        encoder,
     }
 }
 
@@ -149,13 +178,8 @@ impl TestWorker {
         mode: AudioMode,
         transport: Transport,
     ) -> TestWorker {
-        let attach = AttachAs {
-            worker_id: worker_id.to_string(),
-            sample_rate,
-            mode,
-            encoder: None,
-        };
-        Self::start_full(url, capacity, attach, transport)
+        let settings = attach_settings(worker_id, sample_rate, mode, None);
+        Self::start_full(url, capacity, settings, transport)
     }
 
     /// As [`TestWorker::start_with_mode`], asking for its own downlink `encoder`.
@@ -167,62 +191,51 @@ impl TestWorker {
         mode: AudioMode,
         encoder: Option<OpusEncoder>,
     ) -> TestWorker {
-        let attach = AttachAs {
-            worker_id: worker_id.to_string(),
-            sample_rate,
-            mode,
-            encoder,
-        };
-        Self::start_full(url, capacity, attach, Transport::Session)
+        let settings = attach_settings(worker_id, sample_rate, mode, encoder);
+        Self::start_full(url, capacity, settings, Transport::Session)
     }
 
-    fn start_full(url: &str, capacity: u32, attach: AttachAs, transport: Transport) -> TestWorker {
+    fn start_full(
+        url: &str,
+        capacity: u32,
+        settings: AttachSettings,
+        transport: Transport,
+    ) -> TestWorker {
         let shared = Arc::new(Shared::default());
         let rt = runtime();
         let url = url.to_string();
-        let worker_id = attach.worker_id.clone();
+        let worker_id = settings.worker_id.clone();
         let (registered_tx, registered_rx) = std::sync::mpsc::channel();
         {
             let shared = shared.clone();
             rt.spawn(async move {
-                let mut client = connect(&url).await;
+                let bridge = connect(&url).await;
                 if transport == Transport::Multiplex {
-                    open_multiplex(&shared, &mut client).await;
+                    let mux = MultiplexClient::open(&bridge, DOWNLINK_QUEUE)
+                        .await
+                        .expect("Multiplex call");
+                    *shared.mux.lock().unwrap() = Some(Arc::new(mux));
                 }
-                let (tx, rx) = mpsc::channel(16);
-                tx.send(WorkerMessage {
-                    kind: Some(worker_message::Kind::Register(Register {
-                        worker_id: attach.worker_id.clone(),
-                        capacity,
-                    })),
-                })
-                .await
-                .unwrap();
-                let mut commands = client
-                    .work(ReceiverStream::new(rx))
+                let registration = Registration {
+                    worker_id: settings.worker_id.clone(),
+                    capacity,
+                    active: 0,
+                };
+                let mut work = WorkStream::open(&bridge, &registration)
                     .await
-                    .expect("Work call")
-                    .into_inner();
+                    .expect("Work call");
                 let _ = registered_tx.send(());
-                let _keep_open = tx;
-                while let Ok(Some(cmd)) = commands.message().await {
-                    if let Some(worker_command::Kind::Dispatch(d)) = cmd.kind {
-                        {
-                            let mut logs = shared.sessions.lock().unwrap();
-                            let log = logs.entry(d.session_id.clone()).or_default();
-                            log.attempt = d.attempt;
-                            log.metadata = d.metadata.clone();
-                        }
-                        let attach = attach.attach(&d.session_id);
-                        match transport {
-                            Transport::Session => {
-                                let (shared, url) = (shared.clone(), url.clone());
-                                tokio::spawn(async move {
-                                    run_session(shared, &url, attach).await;
-                                });
-                            }
-                            Transport::Multiplex => attach_channel(&shared, attach).await,
-                        }
+                while let Ok(Some(offer)) = work.next_offer().await {
+                    {
+                        let mut logs = shared.sessions.lock().unwrap();
+                        let log = logs.entry(offer.session_id().to_string()).or_default();
+                        log.attempt = offer.attempt();
+                        log.metadata = offer.metadata().clone();
+                    }
+                    let attach = offer.attach(&settings);
+                    match transport {
+                        Transport::Session => attach_over_session(&shared, &url, attach),
+                        Transport::Multiplex => attach_over_mux(&shared, attach).await,
                     }
                 }
             });
@@ -282,7 +295,7 @@ impl TestWorker {
         t
     }
 
-    fn downlink(&self, session: &str) -> DownTx {
+    fn downlink(&self, session: &str) -> CallSender {
         self.shared
             .downlinks
             .lock()
@@ -293,17 +306,10 @@ impl TestWorker {
     }
 
     pub fn send(&self, session: &str, kind: downlink::Kind) {
-        let msg = Downlink { kind: Some(kind) };
         // Waits for room like a real backend under gRPC flow control.
-        match self.downlink(session) {
-            DownTx::Stream(tx) => tx.blocking_send(msg).expect("session stream open"),
-            DownTx::Channel { tx, channel } => tx
-                .blocking_send(ChannelDownlink {
-                    channel,
-                    downlink: Some(msg),
-                    release: false,
-                })
-                .expect("multiplex stream open"),
+        let sent = self.downlink(session).blocking_send(kind);
+        if let Err(e) = sent {
+            panic!("{session}: {e}");
         }
     }
 
@@ -311,13 +317,8 @@ impl TestWorker {
     /// channel.
     pub fn release(&self, session: &str) {
         let down = self.shared.downlinks.lock().unwrap().remove(session);
-        if let Some(DownTx::Channel { tx, channel }) = down {
-            tx.blocking_send(ChannelDownlink {
-                channel,
-                downlink: None,
-                release: true,
-            })
-            .expect("multiplex stream open");
+        if let Some(call) = down {
+            call.blocking_release();
         }
     }
 
@@ -325,13 +326,16 @@ impl TestWorker {
     /// of that id shows the outcome, `closed` included).
     pub fn attach_channel(&self, attach: Attach) {
         let rt = self.runtime.as_ref().expect("worker running");
-        rt.block_on(attach_channel(&self.shared, attach));
+        rt.block_on(attach_over_mux(&self.shared, attach));
     }
 
-    /// Multiplex: sends a raw message on the stream.
+    /// Multiplex: sends a raw message on the stream, as it is (past the transceiver's limits
+    /// too).
     pub fn send_raw(&self, m: ChannelDownlink) {
-        let tx = self.shared.mux.lock().unwrap().clone().expect("multiplex");
-        tx.blocking_send(m).expect("multiplex stream open");
+        let mux = self.shared.mux.lock().unwrap().clone().expect("multiplex");
+        let rt = self.runtime.as_ref().expect("worker running");
+        rt.block_on(mux.send_unchecked(m))
+            .expect("multiplex stream open");
     }
 
     /// Stops reading `session`'s uplink stream (a stuck backend): on a `Multiplex` stream, the
@@ -363,118 +367,46 @@ impl Drop for TestWorker {
     }
 }
 
-/// Opens the worker's `Multiplex` stream and starts its reader, which files each channel's
-/// messages under its session.
-async fn open_multiplex(
-    shared: &Arc<Shared>,
-    client: &mut BridgeClient<tonic::transport::Channel>,
-) {
-    let (tx, rx) = mpsc::channel(64);
-    let outbound = ReceiverStream::new(rx).map(|m| MultiplexDownlink { messages: vec![m] });
-    let mut up = client
-        .multiplex(outbound)
-        .await
-        .expect("Multiplex call")
-        .into_inner();
-    *shared.mux.lock().unwrap() = Some(tx);
-    let shared = shared.clone();
-    tokio::spawn(async move {
-        loop {
-            while shared.mux_stalled.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            let batch = match up.message().await {
-                Ok(Some(b)) => b,
-                _ => break,
-            };
-            for m in batch.messages {
-                let Some(id) = shared.channels.lock().unwrap().get(&m.channel).cloned() else {
-                    continue;
-                };
-                if let Some(u) = m.uplink {
-                    record(&shared, &id, u.kind);
-                }
-                if let Some(c) = m.closed {
-                    let mut logs = shared.sessions.lock().unwrap();
-                    let log = logs.entry(id).or_default();
-                    log.closed = Some((c.code, c.message));
-                    log.ended = true;
-                }
-            }
-        }
-        for log in shared.sessions.lock().unwrap().values_mut() {
-            log.ended = true;
-        }
-    });
-}
-
 /// Attaches a session on a new channel of the worker's `Multiplex` stream.
-async fn attach_channel(shared: &Arc<Shared>, attach: Attach) {
-    let channel = shared.next_channel.fetch_add(1, Ordering::Relaxed) + 1;
-    let id = attach.session_id.clone();
-    let tx = shared
+async fn attach_over_mux(shared: &Arc<Shared>, attach: Attach) {
+    let mux = shared
         .mux
         .lock()
         .unwrap()
         .clone()
         .expect("multiplex stream");
-    shared.channels.lock().unwrap().insert(channel, id.clone());
-    shared.downlinks.lock().unwrap().insert(
-        id,
-        DownTx::Channel {
-            tx: tx.clone(),
-            channel,
-        },
-    );
-    let _ = tx
-        .send(ChannelDownlink {
-            channel,
-            downlink: Some(Downlink {
-                kind: Some(downlink::Kind::Attach(attach)),
-            }),
-            release: false,
-        })
-        .await;
+    let session_id = attach.session_id.clone();
+    let recorder = Recorder {
+        shared: shared.clone(),
+        session_id: session_id.clone(),
+        stalled: shared.mux_stalled.clone(),
+        filed: false,
+    };
+    let call = mux.attach(attach, recorder).await;
+    file_attached(shared, session_id, call);
 }
 
-async fn run_session(shared: Arc<Shared>, url: &str, attach: Attach) {
+/// Attaches a session on a `Session` stream of its own, on a connection of its own.
+fn attach_over_session(shared: &Arc<Shared>, url: &str, attach: Attach) {
     let session_id = attach.session_id.clone();
-    let session_id = session_id.as_str();
-    let mut client = connect(url).await;
-    let (tx, rx) = mpsc::channel(64);
-    tx.send(Downlink {
-        kind: Some(downlink::Kind::Attach(attach)),
-    })
-    .await
-    .unwrap();
     let stalled = Arc::new(AtomicBool::new(false));
     shared
         .stalled
         .lock()
         .unwrap()
-        .insert(session_id.to_string(), stalled.clone());
-    shared
-        .downlinks
-        .lock()
-        .unwrap()
-        .insert(session_id.to_string(), DownTx::Stream(tx));
-    let Ok(resp) = client.session(ReceiverStream::new(rx)).await else {
-        return;
-    };
-    let mut up = resp.into_inner();
-    loop {
-        while stalled.load(Ordering::Relaxed) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let msg = match up.message().await {
-            Ok(Some(m)) => m,
-            _ => break,
+        .insert(session_id.clone(), stalled.clone());
+    let (shared, url) = (shared.clone(), url.to_string());
+    tokio::spawn(async move {
+        let bridge = connect(&url).await;
+        let recorder = Recorder {
+            shared: shared.clone(),
+            session_id: session_id.clone(),
+            stalled,
+            filed: false,
         };
-        record(&shared, session_id, msg.kind);
-    }
-    if let Some(l) = shared.sessions.lock().unwrap().get_mut(session_id) {
-        l.ended = true;
-    }
+        let call = attach_session(&bridge, attach, recorder, DOWNLINK_QUEUE);
+        file_attached(&shared, session_id, call);
+    });
 }
 
 fn record(shared: &Shared, session_id: &str, kind: Option<uplink::Kind>) {
@@ -519,15 +451,8 @@ impl TestTap {
             let url = url.to_string();
             let session_id = session_id.to_string();
             rt.spawn(async move {
-                let mut client = connect(&url).await;
-                let mut up = client
-                    .tap(TapRequest {
-                        session_id,
-                        sample_rate_hz: 0,
-                    })
-                    .await
-                    .expect("Tap call")
-                    .into_inner();
+                let bridge = connect(&url).await;
+                let mut up = bridge.tap(&session_id, 0).await.expect("Tap call");
                 let _ = ok_tx.send(());
                 while let Ok(Some(m)) = up.message().await {
                     if let Some(uplink::Kind::Audio(f)) = m.kind {
