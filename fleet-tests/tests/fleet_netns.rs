@@ -874,11 +874,11 @@ fn relay_failover(
     // either from the Redis route on its first RTP packet or by the hint in a binding request
     // that reaches relay2 first. Which comes first is the client's timing, not the product's:
     // a client whose checks went unanswered through the dead relay re-checks at once, and on a
-    // loaded machine its check often leaves before its next RTP packet (beside a build, often
-    // half the flows or all of them came back by hint, relay2 then making no Redis lookup at
-    // all). Both are as fast, so the outcome asked here
-    // is that every moved flow came back; the split is reported above, and the relay's own
-    // tests prove a restore from Redis alone, with no binding request (`route_cache.rs`).
+    // loaded machine its check often leaves before its next RTP packet (beside a build, many
+    // or all of the flows came back by hint, relay2 then making no Redis lookup at all). Both
+    // are as fast, so the outcome asked here is that every moved flow came back; the split is
+    // reported above, and the relay's own tests prove a restore from Redis alone, with no
+    // binding request (`route_cache.rs`).
     assert!(
         established >= moved.len() as f64,
         "relay2 re-established only {established} flows for {} moved callers\n{}",
