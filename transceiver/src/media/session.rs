@@ -136,8 +136,7 @@ pub struct Session {
 
 impl Session {
     /// Builds the ICE-lite `Rtc` and accepts the offer. Returns the session and the answer SDP.
-    /// Runs on the control plane, never on a media loop: an accept is far more work than a
-    /// packet, and every session of the loop would wait for it.
+    /// Runs on the control plane, never on a media loop (whose sessions would wait for it).
     pub fn accept(
         now: Instant,
         serial: u64,
@@ -312,8 +311,7 @@ impl Session {
         // str0m gets a timeout only when its own deadline is due or this call gave it work.
         // Most timeouts of a connected session are the 20 ms bridge ticks, and most of those
         // have nothing to play: handing each to str0m walked its timers for nothing
-        // (`downlink/idle` in benches/session.rs; docs/SESSION_COST.md, "Since then: idle
-        // ticks, the tick grid, no TWCC").
+        // (`downlink/idle` in benches/session.rs; docs/SESSION_COST.md, "Since then").
         let mut rtc_work = now >= self.rtc_due;
         if self.close_at.is_some_and(|t| t <= now) {
             self.close_at = None;
