@@ -309,9 +309,9 @@ impl Session {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         // str0m gets a timeout only when its own deadline is due or this call gave it work.
-        // Most timeouts of a connected session are the 20 ms bridge ticks, and most of those
-        // have nothing to play: handing each to str0m walked its timers for nothing
-        // (`downlink/idle` in benches/session.rs; docs/SESSION_COST.md, "Since then").
+        // Most timeouts of a connected session are 20 ms bridge ticks with nothing to play,
+        // and handing each to str0m walked its timers for nothing (`downlink/idle` in
+        // benches/session.rs; docs/SESSION_COST.md, "Since then: idle ticks, the tick grid").
         let mut rtc_work = now >= self.rtc_due;
         if self.close_at.is_some_and(|t| t <= now) {
             self.close_at = None;
