@@ -4,11 +4,10 @@
 //!
 //! str0m's provider (`str0m-aws-lc-rs`) builds a fresh `dimpl::Config` for every `Rtc`, and
 //! dimpl's `ConfigBuilder::build` always validates its crypto provider: full key exchanges on
-//! X25519, P-256 and P-384 and signature checks. Measured with the `setup/accept` benchmark,
-//! that was 88 % of accepting an offer (0.99 ms of CPU per session, nearly all of it elliptic
-//! curve arithmetic), and under load the tail of the server's answer time (the accept stage
-//! p99 about 45 ms at 100 arrivals/s with 300 sessions live on one core). The configuration is
-//! immutable and dimpl takes it as an `Arc`, so one is built per MTU and shared.
+//! X25519, P-256 and P-384 and signature checks. That elliptic-curve arithmetic was most of
+//! the CPU of accepting an offer (the `setup/accept` benchmark), and under load the tail of
+//! the server's answer time (docs/SESSION_COST.md, "Setting up a session"). The configuration
+//! is immutable and dimpl takes it as an `Arc`, so one is built per MTU and shared.
 //!
 //! Everything else is str0m's own provider, through its public `CryptoProvider` fields: SRTP,
 //! the hashes, certificate generation, and the dimpl state machine of each session.

@@ -874,11 +874,11 @@ fn relay_failover(
     // either from the Redis route on its first RTP packet or by the hint in a binding request
     // that reaches relay2 first. Which comes first is the client's timing, not the product's:
     // a client whose checks went unanswered through the dead relay re-checks at once, and on a
-    // loaded machine its check often leaves before its next RTP packet (seen: 14 of 30 flows by
-    // hint beside a release build, and all 30 beside a release build and a 2-core test run,
-    // with relay2 making no Redis lookup at all). Both are as fast, so the outcome asked here
-    // is that every moved flow came back; the split is reported above, and the relay's own
-    // tests prove a restore from Redis alone, with no binding request (`route_cache.rs`).
+    // loaded machine its check often leaves before its next RTP packet (beside a build, many
+    // or all of the flows came back by hint, relay2 then making no Redis lookup at all). Both
+    // are as fast, so the outcome asked here is that every moved flow came back; the split is
+    // reported above, and the relay's own tests prove a restore from Redis alone, with no
+    // binding request (`route_cache.rs`).
     assert!(
         established >= moved.len() as f64,
         "relay2 re-established only {established} flows for {} moved callers\n{}",
@@ -889,8 +889,8 @@ fn relay_failover(
     // the session's reply path, which moves to relay2 only when the transceiver answers an
     // authenticated binding request through it (issue 11: no unauthenticated datagram may move
     // it). A client re-checks at once when its checks went unanswered through the dead relay,
-    // or else at its next consent check: the gap is tens of ms or up to one consent interval
-    // (seen 45 ms and 2.9 s medians). RFC 7675 spaces consent checks 4-6 s apart at most.
+    // or else at its next consent check: the gap is tens of ms or up to one consent interval.
+    // RFC 7675 spaces consent checks 4-6 s apart at most.
     assert!(
         median < Duration::from_secs(6),
         "the downlink took {:.0} ms (median) to resume, more than a consent interval\n{}",

@@ -370,10 +370,10 @@ fn a_process_short_of_cpu_refuses_new_sessions_until_its_load_falls() {
 }
 
 /// A fresh transceiver admits its first callers: measuring its codecs' cost at start-up is
-/// calibration, not load. Before, a debug build's start-up measurement read as 0.83-1.0 of a
-/// core in the first window and `scripts/bench --smoke` saw every caller of its first scenario
-/// refused with 503. From the first reading on, the idle process stays far under a limit of
-/// 0.2 of its cores (it reads 0.02-0.04 of one core here), and an offer made right away is taken.
+/// calibration, not load. Before, a debug build's start-up measurement filled most of the first
+/// window and `scripts/bench --smoke` saw every caller of its first scenario refused with 503.
+/// From the first reading on, the idle process stays far under a limit of 0.2 of its cores, and
+/// an offer made right away is taken.
 #[test]
 fn a_fresh_process_counts_none_of_its_start_up_as_load() {
     let limit = 0.2;

@@ -704,8 +704,8 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
         );
         // The loop was at capacity: the flood came faster than it could read, so its socket
         // overflowed and the kernel dropped the rest; or, on a machine busy enough that eight
-        // senders could not outrun it, the loop spent its whole time on the flood (a CI run
-        // beside other tests: 0 kernel drops, 1.7 M junk datagrams dropped, busy 0.96).
+        // senders could not outrun it, the loop spent its whole time on the flood (as in a CI
+        // run beside other tests, where the kernel dropped nothing and the loop was busy).
         assert!(
             dropped >= 50_000,
             "only {dropped} junk datagrams reached the loop"
@@ -723,15 +723,15 @@ fn a_junk_flood_at_capacity_leaves_downlink_paced_and_commands_answered() {
             (18.0..=22.0).contains(&median),
             "median downlink gap {median:.1} ms"
         );
-        // Saturated, the loop left its core for 1 ms every 10 ms (`core_share`), so the other
-        // work on it was never starved long enough for the kernel to stop the loop for 50 ms
-        // at once (seen beside a build: p99 47.6 ms, max 67.8 ms).
+        // Saturated, the loop left its core for a moment every few milliseconds (`core_share`),
+        // so the other work on it was never starved long enough for the kernel to stop the loop
+        // for 50 ms at once (which showed beside a build as gaps of that size).
         assert!(rests >= 10, "the saturated loop rested {rests} times");
         // The product target: p99 <= 30 ms under the flood. The loop's real-time priority
-        // holds it on a busy machine (20.2-21.0 ms beside two CPU hogs and a build on 2 cores;
-        // 28-36 ms at normal or nice -10, where the loop waits time slices behind them). A
-        // loop that reads the flood before its timers fails this by far: it sends no tick for
-        // a whole read pass (seen: seconds).
+        // holds it on a busy machine (beside two CPU hogs and a build on 2 cores; at normal or
+        // nice -10 the loop waits time slices behind them and misses it: see
+        // `thread_priority`). A loop that reads the flood before its timers fails this by far:
+        // it sends no tick for a whole read pass.
         assert!(
             p99 <= 30.0,
             "p99 downlink gap {p99:.1} ms under the flood ({base_p99:.1} ms in the quiet windows)"

@@ -49,9 +49,9 @@ async def test_agent_understands_a_spoken_sentence_and_answers(caller, utterance
         await asyncio.sleep(0.1)
     assert caller.heard_seconds() >= 1.5
     # Parts are differences of timestamps taken in different processes (caller, transceiver,
-    # agent); on one host their clocks agree to well under a millisecond, but a loopback hop
-    # can read a few tenths of a ms below zero (seen: -0.2 ms under load). A real negative
-    # part (a wrong pairing of packets) is tens of ms off.
+    # agent); on one host their clocks agree to well under a millisecond, but under load a
+    # loopback hop can read slightly below zero. A real negative part (a wrong pairing of
+    # packets) is tens of ms off.
     for key in ("uplink_transport_ms", "agent_ms", "downlink_transport_ms", "total_ms"):
         assert turn[key] >= -1.0, turn
     assert abs(sum(turn[p] for p in PARTS) - turn["total_ms"]) < 1.0, turn

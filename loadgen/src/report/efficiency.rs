@@ -16,8 +16,8 @@ use crate::session_load::LoadResult;
 use crate::stats::median;
 use crate::suite::SuiteResults;
 
-/// PCM sessions one loop held at `--max-loop-busy` before this work (docs/BENCHMARKS.md at
-/// ed09cd9, 48 kHz, the default encoder): the baseline of target 4.
+/// The baseline of target 4, fixed by issue 12: the PCM sessions one loop held at
+/// `--max-loop-busy` (48 kHz, the default encoder) in the report the issue started from.
 const PCM_CAPACITY_BEFORE: f64 = 238.0;
 
 pub fn table(md: &mut String, r: &SuiteResults) {

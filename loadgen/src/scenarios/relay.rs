@@ -315,9 +315,9 @@ fn relay_ratios(rl: &RelaySection) -> (Option<f64>, Option<f64>, Option<f64>) {
 
 /// Target 6's figure: the relay's added one-way latency p50 over the forwarder's, as the median
 /// of the repetitions' own ratios, each pairing legs run back to back, so that the machine's
-/// drift between repetitions cancels (one repetition reads 0.9-1.5 × with the relay unchanged,
-/// docs/SESSION_COST.md). Results whose legs cannot be paired fall back to the ratio of the
-/// legs' medians.
+/// drift between repetitions cancels (one repetition's ratio spreads widely with the relay
+/// unchanged: docs/SESSION_COST.md, "Target 6 on paired repetitions"). Results whose legs
+/// cannot be paired fall back to the ratio of the legs' medians.
 pub fn added_latency_ratio(rl: &RelaySection) -> Option<f64> {
     median(&added_latency_per_rep(rl)).or_else(|| added_latency(rl).2)
 }

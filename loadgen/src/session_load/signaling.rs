@@ -64,9 +64,9 @@ pub fn session_config(cfg: &LoadConfig, index: usize) -> SessionConfig {
         bind_ip: cfg.bind_ip,
         // Integer frequencies loop the one-second pre-encoded uplink without a phase jump.
         // Few of them, so the process encodes each loop once (`UplinkAudio::looped` keeps
-        // them): with a tone per session, encoding took ~3 ms of the generator's CPU per
-        // session, a third of its core at 100 arrivals/s, and its late audio then reached the
-        // server in bursts.
+        // them): with a tone per session, encoding took a large share of the generator's core
+        // at 100 arrivals/s, and its late audio then reached the server in bursts
+        // (docs/SESSION_COST.md, "Setting up a session, continued", item 2).
         tone_hz: uplink_tone_hz(rng.random_range(0u16..UPLINK_TONES)),
         amplitude: UPLINK_AMPLITUDE,
         send_for: if cfg.audio {

@@ -30,8 +30,9 @@ pub struct Plan {
     /// Run the latency comparison of the relay against the direct path and the forwarder.
     pub relay_latency_baselines: bool,
     /// Repetitions of the relay latency legs. More than `reps`: one repetition's
-    /// relay-over-forwarder ratio spreads 0.9-1.5 × on this machine with the relay unchanged
-    /// (docs/SESSION_COST.md), so target 6's verdict, their median, needs more of them.
+    /// relay-over-forwarder ratio spreads widely on this machine with the relay unchanged
+    /// (docs/SESSION_COST.md, "The full run with the new defaults (5afa9a2), and two targets at
+    /// their limit"), so target 6's verdict, their median, needs more of them.
     #[serde(default)]
     pub relay_latency_reps: usize,
     /// Turns of the voice-to-voice scenario (0: not run; it loads speech models).
@@ -103,8 +104,9 @@ impl Plan {
                 cost_rate: 100.0,
                 hold_secs: 30.0,
                 // Within one loop's capacity: setup latency, not saturation (the cost runs
-                // measure where capacity ends). 300 listening sessions took 0.95 of the
-                // transceiver's core, past --max-process-cpu; 200 take about 0.65.
+                // measure where capacity ends). 300 listening sessions took the transceiver's
+                // core past --max-process-cpu; 200 stay well under it (docs/SESSION_COST.md,
+                // "Admission by the whole process's CPU").
                 setup_rates: vec![(20.0, 200), (100.0, 200)],
                 memory_sessions: 1000,
                 peer_sessions: 200,

@@ -179,8 +179,8 @@ impl Bridge for BridgeService {
             // Dropping the sender tells the loop the owner is gone (if the session still lives).
         });
         // The loop's hand-off histogram stops where a frame enters this queue; what the backend
-        // waits for beyond it is the gRPC side keeping up (at 150 PCM sessions on one core, with
-        // the loop on time, about a second): measured here as each frame leaves the queue.
+        // waits for beyond it is the gRPC side keeping up (on a saturated core it can fall far
+        // behind while the loop stays on time): timed here as each frame leaves the queue.
         let waited = self.control.metrics.uplink_queue_histogram();
         let uplink = ReceiverStream::new(up_rx).map(move |u| {
             observe_queue_wait(&waited, &u, unix_micros_now());

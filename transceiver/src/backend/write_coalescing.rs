@@ -5,8 +5,8 @@
 //! tokio then runs at once (its LIFO slot) and which writes and flushes the socket. So a loop
 //! pass that produced frames for ten sessions made ten `writev`s on the same connection:
 //! 5,000 a second at 100 passthrough sessions, one per uplink frame, each paying the system
-//! call, a TCP segment and, on loopback, the receiver's wakeup (perf: 17.6 % of the
-//! transceiver's CPU in `writev`, measured with `--read-window-us 2000`).
+//! call, a TCP segment and, on loopback, the receiver's wakeup (`writev` stood out in a perf
+//! profile of the transceiver).
 //!
 //! [`CoalescedWrites`] sits between hyper and the TCP stream. It takes writes into a buffer
 //! and answers a flush by deferring it to the end of the runtime's current tick: tokio wakes
@@ -16,11 +16,10 @@
 //! (Nagle's algorithm stays off: see `main.rs`). Past [`WRITE_THROUGH_BYTES`] buffered, writes
 //! go to the socket at once, and a socket that does not take them pushes back as before.
 //!
-//! Opt-in (`--grpc-write-coalescing`). It cuts `write`s from one per frame to one per tick
-//! (5,054 → 861 a second at 100 passthrough sessions), but no CPU saving showed in a later
-//! A/B (31.5–35.8 µs per packet on, 31.0–35.8 off, 3 runs each), and it doubled the setup p99
-//! at 100 arrivals/s while signaling still shared the gRPC runtime (p99 POST → DTLS connected
-//! 76–106 ms off, 164–193 ms on; docs/SESSION_COST.md, "Coalescing").
+//! Opt-in (`--grpc-write-coalescing`). It cuts `write`s from one per frame to one per tick,
+//! but no CPU saving showed in a later A/B, and it lengthened the setup tail at 100 arrivals/s
+//! while signaling still shared the gRPC runtime (docs/SESSION_COST.md, "Coalescing: fewer
+//! wakeups and system calls per packet" and "Setting up a session, continued").
 //!
 //! The deferral uses only tokio's public API: `tokio::task::yield_now` registers a waker with
 //! the scheduler's defer list; ours records that it fired before waking the connection task.

@@ -2,18 +2,18 @@
 //! process itself: admission counts a session whose backend starts talking at that cost before
 //! the CPU window can show it (see `process_load`).
 //!
-//! Why measured and not a constant: the cost differs three-fold between encoder settings
-//! (lowdelay at complexity 0 against voip at 5) and by half between runs of the same machine
-//! (the codec floor of docs/BENCHMARKS.md was 3.07 CPU-ms per session-second in one run and
-//! 4.33 in another). One measurement is a second of audio through a fresh decoder and encoder,
-//! about 7 ms of CPU at the default settings, once per setting: the default at start-up, before
-//! admission watches the CPU, any other on the blocking pool when a backend first asks for it.
+//! Why measured and not a constant: the cost differs several-fold between encoder settings
+//! (lowdelay at complexity 0 against voip at 5), and the same machine's codec floor moves
+//! between benchmark runs (docs/SESSION_COST.md, "Figures formerly in code comments"). One
+//! measurement is a second of audio through a fresh decoder and encoder, a few milliseconds of
+//! CPU, once per setting: the default at start-up, before admission watches the CPU, any other
+//! on the blocking pool when a backend first asks for it.
 //!
 //! A measurement is calibration, not load: its CPU (all of it, the synthetic audio included) is
 //! counted in [`CodecCosts::calibration_cpu`], which the process CPU window leaves out (from the
 //! moment the measurement ends: one under way shows for its few milliseconds). Without
 //! that, a fresh transceiver on one core refused its first callers: in a debug build the start-up
-//! measurement took the window to 0.83-1.0 of the core for its first few hundred milliseconds
+//! measurement filled most of the window for its first few hundred milliseconds
 //! (`scripts/bench --smoke` failed with every session of its first scenario refused), and a
 //! backend cycling through new encoder settings would refuse callers for as long as it did.
 
@@ -28,9 +28,10 @@ use crate::metrics::Metrics;
 
 /// A talking PCM session costs the process about this many times its codecs' floor: the codecs
 /// run cold between a hundred other sessions' work, and the session also has its RTP, SRTP,
-/// str0m and gRPC work. Measured (`loadgen sessions --mode pcm --backend echo`, one core):
-/// 12.8 CPU-ms per session-second against a floor of 6.1 for decoding and encoding every frame
-/// (`loadgen codec-floor`, the same machine and hour).
+/// str0m and gRPC work. The factor comes from an always-talking PCM load (`loadgen sessions
+/// --mode pcm --backend echo`, one core) against the floor of decoding and encoding every frame
+/// (`loadgen codec-floor`, the same machine and hour): docs/SESSION_COST.md, "Admission that
+/// knows a talking session's encoder".
 pub const TALKING_OVER_FLOOR: f64 = 2.0;
 
 /// Until the first measurement is in (the first few milliseconds of the process), a talking
@@ -79,7 +80,7 @@ impl CodecCosts {
 
     /// Measures the transceiver's default setting on this thread, now. Called at start-up
     /// before the process CPU sampler and the signaling listener start, so the first callers
-    /// find the default's cost known and the window free of it (about 7 ms in a release build).
+    /// find the default's cost known and the window free of it.
     pub fn measure_default_now(&self) {
         self.measure_and_store(self.default);
     }
@@ -234,8 +235,8 @@ mod tests {
         let cheap = median_of_3(key(48_000, OpusApplication::Lowdelay, 0));
         // A second of decoding and encoding is real work, and far less than a second.
         assert!(default > 0.0005 && default < 0.5, "{default}");
-        // CELT-only at complexity 0 against SILK at 5: about a third (docs/BENCHMARKS.md,
-        // encoder matrix); a loaded machine may narrow the gap, never invert it this far.
+        // CELT-only at complexity 0 is far cheaper than SILK at 5 (docs/BENCHMARKS.md, encoder
+        // matrix); a loaded machine may narrow the gap, never close it this far.
         assert!(
             cheap < default * 0.8,
             "lowdelay c0 {cheap} vs voip c5 {default}"
@@ -269,7 +270,8 @@ mod tests {
 
     /// A backend that attaches with a new encoder setting every time (every rate, application
     /// and complexity an attach accepts, twice over) costs one measurement per setting: 99 at
-    /// most, about a second of CPU once in the process's life, and the table stops there.
+    /// most, each a few milliseconds of CPU, once in the process's life, and the table stops
+    /// there.
     #[test]
     fn a_backend_cycling_every_encoder_setting_is_measured_once_per_setting() {
         let rt = tokio::runtime::Builder::new_multi_thread()

@@ -2,11 +2,11 @@
 //! signaling) over a sliding window, as a share of the cores the process may run on.
 //!
 //! Why admission needs this beside each loop's busy ratio: a loop at `--max-loop-busy` leaves
-//! the rest of its core to the gRPC runtime, and in PCM mode that rest was not enough. Measured
-//! at 163 PCM sessions on one core (`loadgen sessions --mode pcm`, transceiver pinned to one
-//! core, loop at 0.85): the process used the whole core, the gRPC side fell behind, and the
-//! backend received its uplink frames p50 443 ms, p99 1.02 s late, with seconds where it got
-//! one frame in eight. The loop itself was on time, so its own ratio could not see it.
+//! the rest of its core to the gRPC runtime, and in PCM mode that rest was not enough: with PCM
+//! sessions admitted by the loop's ratio alone on one core, the process used the whole core,
+//! the gRPC side fell behind, and the backends received their uplink frames far too late. The
+//! loop itself was on time, so its own ratio could not see it (docs/SESSION_COST.md,
+//! "Admission by the whole process's CPU").
 //!
 //! Sans-IO: [`CpuWindow`] takes the samples it is given; [`run_sampler`] is the I/O edge that
 //! reads the process clock and publishes the ratio for the control plane.
@@ -105,10 +105,10 @@ pub const YOUNG: Duration = Duration::from_secs(2);
 pub const MIN_SETTLED: usize = 20;
 
 /// The admission instants of the last [`YOUNG`], to project the CPU the process will use once
-/// they cost what the settled sessions cost. Without it, sessions arriving at 10/s onto one
-/// core overshot to 127 PCM sessions (`scripts/bench --full`), at 0.97 of the core, with the
-/// backends' uplink audio p99 546 ms late, because each admission saw a window that did not
-/// yet hold the cost of the 20-odd sessions admitted before it.
+/// they cost what the settled sessions cost. Without it, a steady ramp of PCM sessions onto one
+/// core overshot the limit, and the backends' uplink audio ran late, because each admission saw
+/// a window that did not yet hold the cost of the sessions admitted in the seconds before it
+/// (docs/SESSION_COST.md, "Admission by the whole process's CPU").
 #[derive(Debug)]
 pub struct YoungSessions {
     admitted: VecDeque<Instant>,
@@ -146,10 +146,10 @@ impl YoungSessions {
 }
 
 /// The most the projection scales the window's ratio by. Sessions/settled alone grows without
-/// bound when arrivals are fast: at 100 arrivals/s young sessions outnumber the settled ones
-/// ten to one, and the ratio, which already holds their handshakes and most of their media,
-/// was multiplied by 11. A transceiver on one core using 0.23 of it refused 23 of 250
-/// passthrough callers as "298 % of its usable cores" (`loadgen sessions -n 250 --rate 100`).
+/// bound when arrivals are fast: at 100 arrivals/s young sessions far outnumber the settled
+/// ones, and the ratio, which already holds their handshakes and most of their media, was
+/// multiplied many times over: a transceiver refused passthrough callers while its core was
+/// mostly idle (docs/SESSION_COST.md, "Admission by the whole process's CPU").
 /// 1.5 is what young sessions add at 25 arrivals/s near one core's PCM capacity (50 young on
 /// 100 settled), so the slow ramps the projection is for keep all of it.
 pub const MAX_PROJECTION: f64 = 1.5;
@@ -158,13 +158,13 @@ pub const MAX_PROJECTION: f64 = 1.5;
 /// cost once the window shows it whole.
 ///
 /// Most of a session's cost enters the window soon after it is admitted: its handshakes, then
-/// its media. Not the encoder of a PCM session: it is 90 % of the session's CPU and starts only
+/// its media. Not the encoder of a PCM session: it is most of the session's CPU and starts only
 /// once the backend talks, so a burst of PCM callers onto a fresh process showed in the window
-/// only after it had been admitted: 211 sessions at 100 arrivals/s where one core holds about
-/// 150, every backend's audio then 0.4–0.9 s late (`loadgen sessions -n 250 --rate 100 --mode
-/// pcm`). Such a session is counted from its first
-/// played frame at its encoder's measured cost (`codec_cost`), less the part of it the window
-/// already shows: `age / WINDOW` of it after `age`.
+/// only after it had been admitted, well past what one core holds, and every backend's audio
+/// then ran late (docs/SESSION_COST.md, "Admission that knows a talking session's encoder").
+/// Such a session is counted from its first played frame at its encoder's measured cost
+/// (`codec_cost`), less the part of it the window already shows: `age / WINDOW` of it after
+/// `age`.
 ///
 /// [`YoungSessions`] cannot see this: a burst onto a fresh process has no settled sessions to
 /// extrapolate from, and what the settled ones cost says nothing of a session whose encoder has
@@ -260,9 +260,8 @@ pub fn extrapolated(ratio: f64, sessions: usize, young: usize) -> f64 {
 /// What admission compares with `--max-process-cpu`: the larger of the window's `ratio`
 /// extrapolated over the `young` sessions ([`extrapolated`]) and the window's ratio plus what
 /// the recent talkers' encoders will still add ([`RecentTalkers`]). The first keeps a steady
-/// ramp from overshooting (measured: without it PCM callers at 10/s took the process to 0.98
-/// of its core, backend audio p99 0.9 s late); the second stops a burst the first has nothing
-/// to extrapolate from.
+/// ramp from overshooting (a version without it let PCM callers at 10/s take the process past
+/// its limit); the second stops a burst the first has nothing to extrapolate from.
 pub fn projected(
     ratio: f64,
     sessions: usize,

@@ -2,24 +2,24 @@
 //!
 //! A PCM session costs more while its backend talks (its encoder runs) than while it listens,
 //! and backends talk and fall silent on their own. When they do so independently, the number
-//! talking at once wanders like a coin count: at 168 PCM sessions on one core, each talking half
-//! the time in turns of its own (`loadgen sessions --mode pcm --backend duty
-//! --duty-random-gaps`), it went between 68 and 93 from one second to the next. The CPU window
-//! sees only the present count, so a caller admitted while few talked finds the process past its
-//! limit once more do.
+//! talking at once wanders like a coin count: with a core's worth of PCM sessions, each talking
+//! half the time in turns of its own (`loadgen sessions --mode pcm --backend duty
+//! --duty-random-gaps`), it wandered widely from one second to the next (docs/SESSION_COST.md,
+//! "The 10/s overshoot, and talkers' crest"). The CPU window sees only the present count, so a
+//! caller admitted while few talked finds the process past its limit once more do.
 //!
 //! So admission counts the talking sessions not as the window found them but at their crest:
 //! `n·p + CREST_SIGMAS·√(n·p·(1−p))` of the `n` sessions that have talked, `p` the share of them
 //! talking at once over the last [`SHARE_TIME_CONSTANT`], each at what its turns add
 //! ([`TALK_SWING_OVER_FLOOR`] × its codecs' measured cost). What that adds over the window's own
-//! count is [`TalkCrest::headroom`]: at the mean one sigma (6.5 sessions at 168, 0.045 of the
-//! core at the default encoder), more in a trough, nothing at a crest. Independent talkers pass
-//! one sigma one second in six and two sigmas one in forty; at the default limit of 0.85 two
-//! sigmas stay well under the whole core.
+//! count is [`TalkCrest::headroom`]: at the mean one sigma (`√(n/4)` sessions when half of them
+//! talk), more in a trough, nothing at a crest. Independent talkers pass one sigma one second
+//! in six and two sigmas one in forty; at the default limit of 0.85 two sigmas stay well under
+//! the whole core.
 //!
 //! It does not help where the talkers keep a fixed rota (the benchmark's default duty backend:
-//! their count hardly moves), nor against the machine's own drift: on this shared VM the same
-//! work's CPU time moved by a few hundredths of the core from second to second.
+//! their count hardly moves), nor against the machine's own drift: on a shared VM the same
+//! work's CPU time moves from second to second (the same section of docs/SESSION_COST.md).
 //!
 //! Sans-IO: the control plane feeds it the talkers it learns of and samples of the loops'
 //! count of PCM frames encoded (one per talking session per 20 ms).
@@ -42,11 +42,10 @@ pub const CREST_SIGMAS: f64 = 1.0;
 /// measured floor (`codec_cost`). Less than a whole talking session's cost
 /// (`codec_cost::TALKING_OVER_FLOOR`, 2): its decoding, packets and gRPC work go on while it
 /// listens; what starts and stops with its turns is the encoder and the downlink packets.
-/// Fitted: the process's CPU against the talkers counted over the same second, at a constant
-/// 164–168 PCM sessions with independent turns (3 runs), rose 0.0033–0.0042 of the core per
-/// talker where the floor was 0.007. The fit is diluted by the machine's own drift (its
-/// residuals, 0.023–0.045 of the core, were as large as the talkers' swing), so the floor
-/// itself is counted.
+/// A fit of the process's CPU against the talkers counted over the same second, at a constant
+/// PCM session count with independent turns, came out below the floor, but the machine's own
+/// drift dilutes it (its residuals were as large as the talkers' swing), so the floor itself is
+/// counted (docs/SESSION_COST.md, "The 10/s overshoot, and talkers' crest").
 pub const TALK_SWING_OVER_FLOOR: f64 = 1.0;
 
 /// PCM frames a session encodes per second while it talks (20 ms frames).

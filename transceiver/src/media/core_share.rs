@@ -6,9 +6,9 @@
 //! real-time task starve the ordinary ones on its core for ever: its fair server (6.12 and
 //! later; `sched_rt_runtime_us` throttling before) gives them 50 ms of every second, in one
 //! piece, once they have waited long enough. For that piece the loop does not run at all, so
-//! every session's downlink tick is 50 ms late: seen as a 47.6 ms p99 (67.8 ms max) downlink
-//! gap under the junk-flood test while a build ran beside it, against 20.2 ms on a quiet
-//! machine.
+//! every session's downlink tick is 50 ms late: the junk-flood test of `hostile_media` saw such
+//! gaps while a build ran beside it (docs/SESSION_COST.md, "Appendix: figures formerly in the
+//! README", media loop priority).
 //!
 //! So the loop gives up its core itself, in small pieces: after [`MAX_RUN`] without a wait in
 //! `poll`, it sleeps [`REST`]. That is at most 0.2 ms added to a tick, the other work on the
@@ -20,9 +20,9 @@
 //! gRPC side run on ordinary threads that the loop preempts. A loop below capacity on average
 //! still works off bursts (a backlog of uplink after a busy moment) without a wait, and an
 //! offer waiting for a core then waited for the whole burst. The pieces were 1 ms every 10 ms;
-//! at 0.2 ms every 2 ms the share is the same and the wait is five times shorter. Measured with
-//! 300 PCM sessions arriving at 100/s, the transceiver on one core and the load generator on
-//! the other, 3 runs each: offer-to-DTLS-connected p99 42-140 ms before, 24-41 ms after.
+//! at 0.2 ms every 2 ms the share is the same and the wait is five times shorter, which
+//! shortened the set-up tail of sessions arriving at a loaded core (docs/SESSION_COST.md,
+//! "Setting up a session, continued", item 4).
 //!
 //! Sans-IO: the loop passes the instants it already reads and does the sleeping.
 

@@ -56,11 +56,11 @@ const BATCH: usize = 32;
 /// downlink and answers the control plane.
 pub const RECV_BATCHES_PER_WAKEUP: u32 = 8;
 /// Longest stretch of timer work before the loop reads its socket again (see `run_timers`).
-/// At 250 µs the uplink hand-off p99 was 0.89-1.08 ms at 100 PCM sessions and 0.61-3.49 ms at
-/// 500 passthrough sessions; at 100 µs 0.73-0.88 ms (one run 1.39) and 0.48-0.49 ms, for no
-/// measurable CPU (alternating runs, docs/SESSION_COST.md "No read window by default;
-/// reading the socket inside a timer pass"). A read that finds the socket empty costs one
-/// `recvmmsg`, about 2 µs.
+/// A caller's packet that arrives during a long pass (many PCM encodes, a large loop's ticks)
+/// waits for at most this long. 100 µs rather than 250 µs shortened the uplink hand-off's tail
+/// where passes are long, for no CPU that alternating runs could see: a read that finds the
+/// socket empty is one `recvmmsg` (docs/SESSION_COST.md, "No read window by default; reading
+/// the socket inside a timer pass every 100 µs").
 const TIMER_PASS_SLICE: Duration = Duration::from_micros(100);
 /// Batches read between two slices of a timer pass: enough to keep uplink latency low, few
 /// enough that a flood cannot stretch the pass.

@@ -2,9 +2,9 @@
 //!
 //! A loop waits in `poll` and the kernel wakes it for each datagram that finds it waiting. With
 //! 100 passthrough sessions (7,500 datagrams a second on one loop) most wakeups carried one
-//! datagram, and the wakeup cost more than the datagram: the kernel's share of the process was
-//! 14.5 µs per packet against 6 µs for str0m (perf, `scripts/bench --full` at b0abc47). Each
-//! wakeup also handed its one frame to tokio, waking a runtime thread in turn.
+//! datagram, and in a profile the kernel's share of a packet was larger than str0m's
+//! (docs/SESSION_COST.md, "What the whole process adds"). Each wakeup also handed its one
+//! frame to tokio, waking a runtime thread in turn.
 //!
 //! So once datagrams come faster than the window, the loop holds off: after a read pass it
 //! sleeps out the rest of the window (never past a timer that is due sooner), then reads
@@ -17,14 +17,11 @@
 //! are not delayed. A pass that left datagrams unread (a flood) does not hold: the loop is
 //! already reading as fast as it can.
 //!
-//! Off by default (`--read-window-us 0`). At 1 ms the hand-off p99 was 1.2-1.8 ms (passthrough,
-//! 100 and 500 sessions), past the 1 ms it must stay within. What 1 ms saved: 16.2 against
-//! 18.4 µs of CPU per packet at 400-500 passthrough sessions (medians of 6 and 3 runs), and
-//! 0.86 × at 1,000 in a full benchmark run; nothing measurable at 100. Shorter windows saved
-//! nothing: in two sets of 4 alternating pairs at 100 passthrough sessions, 250 µs cost 1.15
-//! and 1.20 × the CPU per packet of no window (medians) and raised the hand-off p99 (medians
-//! 0.49 and 2.06 ms against 0.41 and 0.47 ms; docs/SESSION_COST.md, "The hand-off counted from
-//! the socket" and "No read window by default").
+//! Off by default (`--read-window-us 0`). A 1 ms window saves CPU per packet only at several
+//! hundred passthrough sessions and more, and it puts the hand-off p99 past the 1 ms it must
+//! stay within; shorter windows saved nothing and lengthened the hand-off's tail
+//! (docs/SESSION_COST.md, "The hand-off counted from the socket" and "No read window by
+//! default").
 //!
 //! Sans-IO: the loop passes the instants it already reads and does the sleeping.
 

@@ -6,11 +6,11 @@
 //! a pass that ends on the cap leaves datagrams in the kernel, so the loop must come back to
 //! the socket without waiting for a new readiness edge ([`ReceiveBudget::pending`]).
 //!
-//! A pass also ends early, after the batch in hand, once a timer has come due: the cap alone
-//! let a pass of forged checks (each fails str0m's HMAC) run about 10 ms in a debug build,
-//! and a downlink tick due at its start went out that late (p99 gap 30.8 ms against 21 ms
-//! between floods, measured by `hostile_media`'s junk-flood test). Ending on a due timer
-//! bounds that lateness by one batch.
+//! A pass also ends early, after the batch in hand, once a timer has come due: with the cap
+//! alone, a pass of forged checks (each fails str0m's HMAC) ran long in a debug build, and a
+//! downlink tick due at its start went out that late (`hostile_media`'s junk-flood test saw it
+//! in the downlink's gaps under the flood). Ending on a due timer bounds that lateness by one
+//! batch.
 
 /// What the loop does after a `recvmmsg`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

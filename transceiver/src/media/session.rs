@@ -139,7 +139,7 @@ pub struct Session {
 
 impl Session {
     /// Builds the ICE-lite `Rtc` and accepts the offer. Returns the session and the answer SDP.
-    /// Runs on the control plane (it costs a few hundred microseconds), never on a media loop.
+    /// Runs on the control plane, never on a media loop (whose sessions would wait for it).
     pub fn accept(
         now: Instant,
         serial: u64,
@@ -154,7 +154,7 @@ impl Session {
             })
             .set_dtls_cert(params.cert)
             // One DTLS configuration per process, not one per session (see `voxgate_dtls`:
-            // 0.87 of the 0.99 ms of CPU an accept took).
+            // building one was most of an accept's CPU).
             .set_crypto_provider(voxgate_dtls::crypto_provider())
             .clear_codecs()
             .enable_opus(true, false)
@@ -324,9 +324,9 @@ impl Session {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         // str0m gets a timeout only when its own deadline is due or this call gave it work.
-        // Most timeouts of a connected session are the 20 ms bridge ticks, and most of those
-        // have nothing to play: handing each to str0m cost 0.5 µs of its timer walk for nothing
-        // (`downlink/idle` in benches/session.rs).
+        // Most timeouts of a connected session are 20 ms bridge ticks with nothing to play,
+        // and handing each to str0m walked its timers for nothing (`downlink/idle` in
+        // benches/session.rs; docs/SESSION_COST.md, "Since then: idle ticks, the tick grid").
         let mut rtc_work = now >= self.rtc_due;
         if self.close_at.is_some_and(|t| t <= now) {
             self.close_at = None;

@@ -3,15 +3,11 @@
 //! A loop is a real-time thread: a downlink packet is due every 20 ms for every talking session,
 //! however busy the machine is. At normal priority a loop that a junk flood keeps at 100 % CPU is
 //! an ordinary CPU hog to the scheduler, and it waits whole time slices behind the other work on
-//! its core (a build, the attacker's own senders, softirq threads). Measured with
-//! `hostile_media`'s junk-flood test on 2 cores beside two busy processes and a build, p99 gap
-//! between downlink packets under the flood:
-//!
-//! | loop priority        | p99 under the flood | p99 between floods |
-//! |----------------------|---------------------|--------------------|
-//! | normal (nice 0)      | 28-32 ms            | 21-23 ms           |
-//! | high (nice -10)      | 22-36 ms            | 21-24 ms           |
-//! | rt (SCHED_RR 10)     | 20.2-21.0 ms        | 20.8-21.0 ms       |
+//! its core (a build, the attacker's own senders, softirq threads). `hostile_media`'s
+//! junk-flood test, on 2 cores beside two busy processes and a build, shows it in the gaps
+//! between downlink packets under the flood: at normal priority and at nice -10 they grow well
+//! past a frame, at `rt` they stay at one (docs/SESSION_COST.md, "Figures formerly in code
+//! comments").
 //!
 //! So the default is `rt`: `SCHED_RR` at priority 10, above every normal thread and below the
 //! kernel's own real-time threads (threaded interrupts run at 50). The loop sleeps in `poll`

@@ -28,9 +28,10 @@ pub struct CostPoint {
     pub runs: Vec<LoadResult>,
     /// The baselines of issue 12's ratio targets, each measured right after the run at the
     /// same index of `runs` (`None` where it failed; empty for a point no target pairs).
-    /// Measured half an hour apart, the same baseline moved by a fifth between two full runs
-    /// (docs/SESSION_COST.md, "how far the machine moves"); seconds apart, a repetition's
-    /// ratio sees the machine as it was for its own run.
+    /// Measured half an hour apart, the same baseline moves with the machine between full runs
+    /// (docs/SESSION_COST.md, "The full run at c3b51eb (lazy scratch buffers), and how far the
+    /// machine moves"); seconds apart, a repetition's ratio sees the machine as it was for its
+    /// own run.
     pub beside: Vec<Beside>,
 }
 
@@ -169,9 +170,9 @@ pub const CAPACITY_ARRIVALS: usize = 500;
 
 /// Arrivals per second of the PCM capacity points. Admission reads CPU over the last second,
 /// and a session reaches its full cost only once its backend talks (the duty backend: 1 s of
-/// every 2). Ramping 250 PCM sessions onto one core (`--max-process-cpu` 0.85): at 100/s it
-/// admitted 187 and its backend got uplink audio p50 428 ms, p99 984 ms late; at 20/s 132
-/// (p99 239 ms); at 10/s 110, at 0.83 of the core, p99 14 ms. 10/s lets admission follow.
+/// every 2). Ramping PCM sessions onto one core faster than that, admission overshot and the
+/// backends' uplink audio ran late; 10/s lets admission follow (docs/SESSION_COST.md,
+/// "Admission by the whole process's CPU").
 pub const CAPACITY_RATE: f64 = 10.0;
 
 /// Whether target 3 reads points of `mode`: PCM with the default encoder (the floor is

@@ -9,9 +9,9 @@
 //! stream task, becomes its own HTTP/2 DATA frame and, on a busy connection, its own `writev`.
 //! A `Multiplex` stream's response drains everything its channels queued since it last ran
 //! into one message, so a media-loop pass that produced frames for fifty sessions of a backend
-//! costs one wake, one DATA frame and one write (see `backend::multiplex`). Measured at 100
-//! passthrough sessions: the gRPC uplink's CPU fell by 45 %, the whole transceiver's CPU per
-//! packet to 0.84 × (0.74 × at 500 sessions; docs/SESSION_COST.md).
+//! costs one wake, one DATA frame and one write (see `backend::multiplex`). What that saves,
+//! in the gRPC uplink and in the whole transceiver's CPU per packet, is in
+//! docs/SESSION_COST.md, "One stream for many sessions".
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

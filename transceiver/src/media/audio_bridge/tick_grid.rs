@@ -7,30 +7,28 @@
 //! every session due at that instant, and the frames they produce leave in the same
 //! `sendmmsg` batches.
 //!
-//! Why [`PHASES`] grids and not one: a PCM session encodes a frame on its tick (~0.1 ms each),
-//! and on a single grid a loop at its PCM capacity would encode for ~10 ms in one burst every
-//! 20 ms. The loop still reads its socket between slices of a pass, but the control plane and
-//! the gRPC hop get no CPU on a shared core until the burst ends, so uplink frames would reach
-//! backends up to a burst late. Ten grids 2 ms apart cap a burst at a tenth of the sessions,
-//! for at most 500 tick wakeups a second per loop whatever its session count.
+//! Why [`PHASES`] grids and not one: a PCM session encodes a frame on its tick (most of its
+//! CPU), and on a single grid a loop at its PCM capacity would do all its sessions' encoding in
+//! one burst every 20 ms. The loop still reads its socket between slices of a pass, but the
+//! control plane and the gRPC hop get no CPU on a shared core until the burst ends, so uplink
+//! frames would reach backends up to a burst late. Ten grids 2 ms apart cap a burst at a tenth
+//! of the sessions, for at most 500 tick wakeups a second per loop whatever its session count.
 //!
 //! Why passthrough sessions use only two of them while their loop is small
-//! ([`TickGrid::for_owner`]): a passthrough tick moves one queued Opus packet (a few µs), so
-//! spreading a few hundred of them over ten grids bought no shorter burst worth having, and
-//! each of the ten passes cost a wakeup of the loop, and often of the control thread the loop
-//! had just handed uplink to. On two grids 10 ms apart a loop of passthrough sessions wakes
-//! for ticks 100 times a second instead of 500: at 200 echoing sessions on one core that cut
-//! the transceiver's CPU per session-second to 0.92 × and its context switches by a third
-//! (median of 13 alternating pairs, docs/SESSION_COST.md), for about 70 µs more uplink
-//! hand-off p99 (longer passes). Past [`COARSE_UP_TO`] sessions a loop's ticks are no longer what
-//! wakes it (its packets are), and a coarse pass would grow: later sessions spread over every
-//! grid again.
+//! ([`TickGrid::for_owner`]): a passthrough tick moves one queued Opus packet, so spreading a
+//! few hundred of them over ten grids bought no shorter burst worth having, and each of the ten
+//! passes cost a wakeup of the loop, and often of the control thread the loop had just handed
+//! uplink to. On two grids 10 ms apart a loop of passthrough sessions wakes for ticks 100 times
+//! a second instead of 500: fewer context switches and less CPU per session-second, for a
+//! longer uplink hand-off (longer passes; docs/SESSION_COST.md, "Passthrough ticks on two
+//! grids"). Past [`COARSE_UP_TO`] sessions a loop's ticks are no longer what wakes it (its
+//! packets are), and a coarse pass would grow: later sessions spread over every grid again.
 //!
 //! Both numbers are deployment settings ([`CoarseTicks`]: `--coarse-ticks-up-to`,
-//! `--coarse-tick-grids`), defaulting to two grids up to 256 sessions. Only two grids at 200
-//! sessions were measured, and 256 comes from a pass's length (see [`COARSE_UP_TO`]), so a host
-//! whose backends want the shortest uplink hand-off can turn coarse grids off, and one short of
-//! CPU can trade more hand-off for fewer wakeups.
+//! `--coarse-tick-grids`), defaulting to two grids up to 256 sessions. The default rests on one
+//! load (two grids at 200 passthrough sessions), and 256 comes from a pass's length (see
+//! [`COARSE_UP_TO`]), so a host whose backends want the shortest uplink hand-off can turn
+//! coarse grids off, and one short of CPU can trade more hand-off for fewer wakeups.
 //!
 //! Pure arithmetic on `Instant`s; the epoch is taken once per process, so sessions on every
 //! loop share it; a session's phase comes from its id.
@@ -46,9 +44,9 @@ pub const PHASES: u32 = 10;
 /// 10 ms apart.
 pub const COARSE_PHASES: u32 = 2;
 /// Sessions a loop holds up to which a new passthrough owner ticks on the coarse grids, by
-/// default. At this size a coarse pass walks about 128 sessions: about half a millisecond if
-/// every one plays a frame (a passthrough downlink packet costs about 4 µs in the process), and
-/// the loop still reads its socket every 100 µs of a pass.
+/// default. At this size a coarse pass walks about 128 sessions, still a short pass if every
+/// one plays a frame (a passthrough downlink packet is a queue pop, an RTP write and an SRTP
+/// encryption), and the loop still reads its socket every 100 µs of a pass.
 pub const COARSE_UP_TO: usize = 256;
 
 /// Which passthrough owners tick on coarse grids, and on how many of the `PHASES` fine ones
@@ -82,8 +80,7 @@ impl CoarseTicks {
 }
 
 impl Default for CoarseTicks {
-    /// Two grids 10 ms apart for loops of up to 256 sessions: the measured setting (see the
-    /// module comment).
+    /// Two grids 10 ms apart for loops of up to 256 sessions (the module comment says why).
     fn default() -> Self {
         CoarseTicks {
             up_to: COARSE_UP_TO,
