@@ -138,7 +138,7 @@ fn a_check_flood_from_new_addresses_is_bounded_and_the_neighbour_keeps_its_pace(
     let theirs = snapshot(&server, &attacker_id);
     let held = theirs["client_addrs"].as_array().map_or(0, Vec::len);
     assert!(held <= 8, "{theirs}");
-    // Memory stays put: not a candidate and a pair per check (about 1.5 KiB each).
+    // Memory stays put: not a candidate and a pair kept per check.
     assert!(
         rss_after <= rss_before + 2 * 1024,
         "RSS grew from {rss_before} to {rss_after} KiB"

@@ -292,7 +292,7 @@ fn startup_fails_closed_without_a_token_on_a_public_bind() {
     // picked free can be taken by another process before the server binds it: a server that
     // exits at start-up is retried on another port, and its log is kept for the message. (A
     // busy suite run failed here once: the media loops' ephemeral UDP port was in TIME_WAIT
-    // for TCP, which `media::loop::bind_media` now retries.)
+    // for TCP, which `media::event_loop::bind_media` now retries.)
     let log_path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("insecure-no-auth-{}.log", std::process::id()));
     let mut attempts = Vec::new();
