@@ -66,6 +66,7 @@ const TRANSCEIVER_FLAGS: &[(&str, &str, &str)] = &[
     ("drain-timeout-secs", "VOXGATE_DRAIN_TIMEOUT_SECS", "0"),
     ("max-body-bytes", "VOXGATE_MAX_BODY_BYTES", "65536"),
     ("relays", "VOXGATE_RELAYS", ""),
+    ("no-relays", "VOXGATE_NO_RELAYS", "false"),
     ("max-taps", "VOXGATE_MAX_TAPS", "4"),
     ("log-format", "VOXGATE_LOG_FORMAT", "text"),
     ("insecure-no-auth", "VOXGATE_INSECURE_NO_AUTH", "false"),

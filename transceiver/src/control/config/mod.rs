@@ -103,6 +103,12 @@ impl Config {
         self.auth.check_binds(&self.listen)
     }
 
+    /// Refuses a fleet key with advertised relay addresses but no `--relays` (see
+    /// [`RoutingFlags::check_relays`]).
+    pub fn check_relays(&self) -> Result<(), ConfigError> {
+        self.routing.check_relays(&self.ingress)
+    }
+
     /// What every media loop shares.
     pub fn loop_settings(&self) -> LoopSettings {
         self.media
