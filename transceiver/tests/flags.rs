@@ -73,6 +73,8 @@ const TRANSCEIVER_FLAGS: &[(&str, &str, &str)] = &[
     ("token-key-file", "VOXGATE_TOKEN_KEY_FILE", ""),
     ("post-rate-per-ip", "VOXGATE_POST_RATE_PER_IP", "20"),
     ("post-burst-per-ip", "VOXGATE_POST_BURST_PER_IP", "100"),
+    ("restart-rate-per-ip", "VOXGATE_RESTART_RATE_PER_IP", "10"),
+    ("restart-burst-per-ip", "VOXGATE_RESTART_BURST_PER_IP", "50"),
     ("max-sessions-per-ip", "VOXGATE_MAX_SESSIONS_PER_IP", "100"),
     ("max-session-secs", "VOXGATE_MAX_SESSION_SECS", "14400"),
     ("backend-stall-secs", "VOXGATE_BACKEND_STALL_SECS", "5"),

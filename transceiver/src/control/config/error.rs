@@ -45,6 +45,8 @@ pub enum ConfigError {
     },
     #[error("--post-rate-per-ip must be a finite number >= 0")]
     BadPostRate,
+    #[error("--restart-rate-per-ip must be a finite number >= 0")]
+    BadRestartRate,
     #[error("{0}")]
     Ingress(#[from] IngressError),
     #[error(

@@ -137,6 +137,7 @@ impl Config {
             max_process_cpu: admission.max_process_cpu,
             max_sessions_per_ip: admission.max_sessions_per_ip,
             rate_limit: admission.rate_limit(),
+            restart_rate_limit: admission.restart_rate_limit(),
             max_session: self.sessions.max_session_duration(),
             backend_stall: self.backend.backend_stall(),
         })
