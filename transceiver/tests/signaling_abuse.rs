@@ -12,18 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::backend::TestWorker;
-use support::probe::{gap_stats, rss_kib, TimestampedClient};
+use support::probe::{a_new_caller_connects, gap_stats, playing_neighbour, rss_kib};
 use support::{
     client_from, http_client, http_delete, http_get, http_post_sdp, metric_sum, metrics,
     HttpResponse, ServerProcess, AUDIO_OFFER,
 };
-
-fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
-}
 
 fn rejected(text: &str, reason: &str) -> u64 {
     metric_sum(
@@ -81,6 +74,18 @@ fn post_from(client: &reqwest::blocking::Client, url: &str, sdp: &str) -> (u16, 
     (r.status().as_u16(), r.text().unwrap_or_default())
 }
 
+/// POSTs the plain audio offer from `client`; returns the new session's `Location`.
+fn created_by(client: &reqwest::blocking::Client, url: &str) -> String {
+    let r = client
+        .post(url)
+        .header("Content-Type", "application/sdp")
+        .body(AUDIO_OFFER)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    r.headers()["location"].to_str().unwrap().to_string()
+}
+
 fn patch_sdp(
     client: &reqwest::blocking::Client,
     url: &str,
@@ -107,14 +112,7 @@ fn sdp_bombs_are_refused_before_any_session_exists_and_the_neighbour_keeps_its_p
     let server = ServerProcess::start(&["--loops", "1", "--no-pin"]);
     let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
     // The neighbour: a caller the backend plays a long reply to.
-    let mut neighbour = TimestampedClient::open(&server);
-    let id = neighbour.session.session_id().to_string();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !(neighbour.session.is_connected() && worker.attached().len() == 1) {
-        assert!(Instant::now() < deadline, "the neighbour did not connect");
-        neighbour.drive_for(Duration::from_millis(20));
-    }
-    worker.play(&id, &tone(700.0, 30.0, 48_000), "reply");
+    let (mut neighbour, id) = playing_neighbour(&server, &worker);
     neighbour.drive_for(Duration::from_millis(500));
 
     // Within the default limits: 100 POSTs from each of two addresses, one sending offers of
@@ -207,12 +205,7 @@ fn sdp_bombs_are_refused_before_any_session_exists_and_the_neighbour_keeps_its_p
         "a downlink gap of {max:.1} ms (p99 {p99:.1} ms)"
     );
     // New callers are admitted at once.
-    let mut fresh = TimestampedClient::open(&server);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !fresh.session.is_connected() {
-        assert!(Instant::now() < deadline, "a new caller could not connect");
-        fresh.drive_for(Duration::from_millis(20));
-    }
+    a_new_caller_connects(&server);
 }
 
 #[test]
@@ -230,14 +223,7 @@ fn ice_restarts_are_rate_limited_per_session_and_per_ip() {
     let attacker = client_from("127.0.0.2");
     let mut sessions = Vec::new();
     for _ in 0..12 {
-        let r = attacker
-            .post(&url)
-            .header("Content-Type", "application/sdp")
-            .body(AUDIO_OFFER)
-            .send()
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 201);
-        sessions.push(server.url(r.headers()["location"].to_str().unwrap()));
+        sessions.push(server.url(&created_by(&attacker, &url)));
     }
     // A bomb by PATCH is refused like one by POST.
     let (bomb, n) = audio_section_bomb(32 * 1024);
@@ -269,13 +255,7 @@ fn ice_restarts_are_rate_limited_per_session_and_per_ip() {
     assert!(by_ip >= 5, "{by_ip} of 20 refused for the address");
     // Another address is not affected.
     let other = client_from("127.0.0.3");
-    let r = other
-        .post(&url)
-        .header("Content-Type", "application/sdp")
-        .body(AUDIO_OFFER)
-        .send()
-        .unwrap();
-    let theirs = server.url(r.headers()["location"].to_str().unwrap());
+    let theirs = server.url(&created_by(&other, &url));
     assert_eq!(patch_sdp(&other, &theirs, AUDIO_OFFER, None).status, 409);
     let text = metrics(&server);
     let counted = rejected(&text, "restarts_per_session") + rejected(&text, "restarts_per_ip");

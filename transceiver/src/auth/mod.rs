@@ -212,23 +212,12 @@ mod tests {
             static_token: Some("static".into()),
             call_key: Some(key.clone()),
         };
+        let bearer = |json: &[u8]| format!("Bearer {}", key.mint_payload(json));
         let alice = auth
-            .check(
-                Some(&format!(
-                    "Bearer {}",
-                    key.mint_payload(br#"{"exp":9,"jti":"a"}"#)
-                )),
-                0,
-            )
+            .check(Some(&bearer(br#"{"exp":9,"jti":"a"}"#)), 0)
             .unwrap();
         let mallory = auth
-            .check(
-                Some(&format!(
-                    "Bearer {}",
-                    key.mint_payload(br#"{"exp":9,"jti":"m"}"#)
-                )),
-                0,
-            )
+            .check(Some(&bearer(br#"{"exp":9,"jti":"m"}"#)), 0)
             .unwrap();
         let operator = auth.check(Some("Bearer static"), 0).unwrap();
         let alices = alice.creator();
