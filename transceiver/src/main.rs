@@ -62,6 +62,7 @@ fn init_tracing(format: LogFormat) {
 fn run(config: Config) -> anyhow::Result<()> {
     str0m::crypto::from_feature_flags().install_process_default();
     config.check_auth()?;
+    config.check_relays()?;
     let authenticator = Arc::new(config.auth.authenticator()?);
     let (fleet_key, key_source) = config.routing.fleet_key()?;
     match key_source {

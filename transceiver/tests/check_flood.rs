@@ -11,16 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::backend::TestWorker;
-use support::probe::{cpu_time, gap_stats, rss_kib, TimestampedClient};
+use support::probe::{
+    a_new_caller_connects, cpu_time, gap_stats, playing_neighbour, rss_kib, TimestampedClient,
+};
 use support::{metric_sum, metrics, snapshot, ServerProcess};
 use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
-
-fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
-}
 
 /// Drives `client` until it has sent a binding request for its session (it checks its
 /// candidate pair while ICE runs, then for consent every few seconds); returns a copy.
@@ -57,14 +52,7 @@ fn a_check_flood_from_new_addresses_is_bounded_and_the_neighbour_keeps_its_pace(
     let server = ServerProcess::start(&["--loops", "1", "--no-pin"]);
     let worker = TestWorker::start(&server.grpc_url, "w1", 4, 48_000);
     // The neighbour: a caller the backend plays a long reply to.
-    let mut neighbour = TimestampedClient::open(&server);
-    let id = neighbour.session.session_id().to_string();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !(neighbour.session.is_connected() && worker.attached().len() == 1) {
-        assert!(Instant::now() < deadline, "the neighbour did not connect");
-        neighbour.drive_for(Duration::from_millis(20));
-    }
-    worker.play(&id, &tone(700.0, 30.0, 48_000), "reply");
+    let (mut neighbour, id) = playing_neighbour(&server, &worker);
     // The attacker: a caller of its own, whose valid check is then replayed from new sources.
     let mut attacker = TimestampedClient::open(&server);
     let attacker_id = attacker.session.session_id().to_string();
@@ -157,10 +145,5 @@ fn a_check_flood_from_new_addresses_is_bounded_and_the_neighbour_keeps_its_pace(
         "a downlink gap of {max:.1} ms (p99 {p99:.1} ms)"
     );
     // New callers are still admitted.
-    let mut fresh = TimestampedClient::open(&server);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !fresh.session.is_connected() {
-        assert!(Instant::now() < deadline, "a new caller could not connect");
-        fresh.drive_for(Duration::from_millis(20));
-    }
+    a_new_caller_connects(&server);
 }

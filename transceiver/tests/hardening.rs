@@ -586,3 +586,78 @@ fn many_sessions_ending_at_once_give_every_slot_back() {
     });
     assert!(ok, "{text}");
 }
+
+/// Issue 37, item 8: a fleet key with relay addresses to advertise but no `--relays` would
+/// drop every datagram the relays forward (`relay_not_allowed`) while the browser sits in
+/// ICE `checking` and nothing in the log says why. Start-up refuses it, naming the flag;
+/// `--no-relays` says on purpose that the advertised addresses reach the loops directly.
+#[test]
+fn a_fleet_key_with_advertised_relays_but_no_relays_flag_refuses_to_start() {
+    const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let base = [
+        "--signal-listen",
+        "127.0.0.1:0",
+        "--media-listen",
+        "127.0.0.1:0",
+        "--grpc-listen",
+        "127.0.0.1:0",
+    ];
+    let with = |extra: &[&'static str]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    let log = start_expecting_failure(
+        &with(&["--advertise", "203.0.113.7:3478"]),
+        &[("VOXGATE_FLEET_KEY", KEY)],
+    );
+    assert!(
+        log.contains("--relays") && log.contains("--advertise") && log.contains("--no-relays"),
+        "{log}"
+    );
+    // The same through a key file and a named ingress.
+    let key_path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fleet-{}.key", std::process::id()));
+    std::fs::write(&key_path, KEY).unwrap();
+    let key_arg: &'static str = Box::leak(key_path.to_str().unwrap().to_string().into_boxed_str());
+    let log = start_expecting_failure(
+        &with(&[
+            "--fleet-key-file",
+            key_arg,
+            "--ingress",
+            "eu=198.51.100.10:3478",
+        ]),
+        &[],
+    );
+    assert!(
+        log.contains("--relays") && log.contains("--ingress"),
+        "{log}"
+    );
+    // With --relays, or with --no-relays, it starts; so does --advertise without a fleet key.
+    for extra in [
+        &[
+            "--advertise",
+            "203.0.113.7:3478",
+            "--fleet-key-file",
+            key_arg,
+            "--relays",
+            "127.0.0.1/32",
+        ][..],
+        &[
+            "--advertise",
+            "203.0.113.7:3478",
+            "--fleet-key-file",
+            key_arg,
+            "--no-relays",
+        ][..],
+        &["--advertise", "203.0.113.7:3478"][..],
+    ] {
+        let server = ServerProcess::start(extra);
+        assert_eq!(
+            http_get(&server.url("/healthz"), None).status,
+            200,
+            "{extra:?}"
+        );
+    }
+    let _ = std::fs::remove_file(key_path);
+}

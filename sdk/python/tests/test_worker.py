@@ -11,6 +11,7 @@ import time
 import grpc
 import pytest
 from voxgate_harness.audio import dominant_hz, rms, tone
+from voxgate_harness.caller import Caller
 from voxgate_harness.transceiver import Transceiver, free_tcp_port
 
 import voxgate
@@ -35,6 +36,47 @@ async def frames(call: voxgate.Call, n: int) -> list[voxgate.AudioFrame]:
         if len(got) == n:
             break
     return got
+
+
+def mint_call_token(key: bytes, meta: dict[str, str]) -> str:
+    """A per-call token, minted as docs/operating.md shows."""
+    import base64
+    import hashlib
+    import hmac
+    import secrets
+
+    def b64(b: bytes) -> str:
+        return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+    claims = {"exp": int(time.time()) + 60, "jti": secrets.token_urlsafe(12), "meta": meta}
+    payload = b64(json.dumps(claims).encode())
+    mac = hmac.new(key, ("v1." + payload).encode(), hashlib.sha256).digest()
+    return f"v1.{payload}.{b64(mac)}"
+
+
+async def test_signed_and_caller_metadata_arrive_apart(tmp_path, token):
+    key = b"0123456789abcdef0123456789abcdef-sdk-test"
+    (tmp_path / "call.key").write_bytes(key)
+    t = Transceiver("--grpc-token", token, "--token-key-file", str(tmp_path / "call.key"),
+                    log_dir=tmp_path).start()
+    caller = None
+    try:
+        async with voxgate.Worker(t.grpc_target, token=token, capacity=2, worker_id="w1",
+                                  sample_rate=RATE) as worker:
+            await worker.wait_registered(TIMEOUT)
+            # The caller claims to be an admin; the token says who it is.
+            caller = Caller(t.signal_url, token=mint_call_token(key, {"user": "alice"}),
+                            query={"user": "admin", "lang": "en"})
+            await caller.connect()
+            call = await next_call(worker)
+            assert call.signed_metadata == {"user": "alice"}
+            assert call.caller_metadata == {"user": "admin", "lang": "en"}
+            assert call.metadata == {"user": "alice", "lang": "en"}, "merged, signed wins"
+            await call.decline("test over")
+    finally:
+        if caller is not None:
+            await caller.close()
+        t.stop()
 
 
 @pytest.fixture

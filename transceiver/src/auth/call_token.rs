@@ -5,14 +5,21 @@
 //!
 //! ```text
 //! v1.<payload>.<mac>
-//! payload = base64url-nopad( JSON {"exp": <unix seconds>, "meta": {"<key>": "<value>", ...}} )
+//! payload = base64url-nopad( JSON {"exp": <unix seconds>, "jti": "<unique id>", "uses": <n>,
+//!                                  "meta": {"<key>": "<value>", ...}} )
 //! mac     = base64url-nopad( HMAC-SHA256(key, "v1." + payload) )
 //! ```
 //!
-//! `exp` is required; `meta` is optional and reaches the backend as session metadata (bounded
-//! like signaling metadata). The MAC covers the version prefix and the encoded payload exactly
-//! as sent, so any changed byte fails it. It is checked (in constant time, by `hmac`) before
-//! the payload is parsed, so unauthenticated JSON is never looked at.
+//! `exp` is required and at most [`MAX_LIFETIME_SECS`] ahead of the check (a token that
+//! never expires is refused, not honoured). `meta` is optional and reaches the backend as the
+//! session's signed metadata (bounded and character-checked like caller metadata, see
+//! [`super::metadata_entry`]). `uses` (optional, 1 to [`MAX_USES`], default 1) is how many
+//! sessions the token may create; `jti` (optional, any string) makes two tokens minted in the
+//! same second with the same `meta` differ, since a token is known by its MAC
+//! ([`CallTokenId`]): the server remembers each one it has seen create a session until it
+//! expires. Other fields are ignored. The MAC covers the version prefix and the encoded
+//! payload exactly as sent, so any changed byte fails it. It is checked (in constant time, by
+//! `hmac`) before the payload is parsed, so unauthenticated JSON is never looked at.
 
 use std::collections::HashMap;
 
@@ -21,15 +28,19 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use super::metadata_entry::check_entry;
+
 /// The prefix that marks a per-call token (a static token never starts with it).
 pub const PREFIX: &str = "v1.";
 /// Longest token accepted; bounds the work an unauthenticated request can cause.
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
 /// Shortest key accepted: HMAC-SHA256 wants at least its output size.
 pub const MIN_KEY_LEN: usize = 32;
-pub const MAX_META_ENTRIES: usize = 32;
-pub const MAX_META_KEY: usize = 64;
-pub const MAX_META_VALUE: usize = 1024;
+pub use super::metadata_entry::{MAX_META_ENTRIES, MAX_META_KEY, MAX_META_VALUE};
+/// Longest a token may live: its `exp` at most this far ahead of the check.
+pub const MAX_LIFETIME_SECS: u64 = 24 * 3600;
+/// Most sessions one token may create (`uses`).
+pub const MAX_USES: u32 = 1000;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -45,6 +56,8 @@ pub enum CallTokenError {
     Payload,
     #[error("call token has expired")]
     Expired,
+    #[error("call token expires more than {MAX_LIFETIME_SECS} s ahead")]
+    Lifetime,
     #[error("call token metadata exceeds its bounds")]
     Metadata,
 }
@@ -53,10 +66,18 @@ pub enum CallTokenError {
 #[error("the call-token key must be at least {MIN_KEY_LEN} bytes (got {0})")]
 pub struct KeyTooShort(pub usize);
 
+/// What a token is known by: the first half of its MAC, which covers every byte of its
+/// payload (so two tokens differ unless minted with the same claims).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CallTokenId(pub [u8; 16]);
+
 /// What a verified token grants.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CallClaims {
+    pub id: CallTokenId,
     pub expires_at: u64,
+    /// How many sessions it may create.
+    pub uses: u32,
     pub metadata: HashMap<String, String>,
 }
 
@@ -65,6 +86,8 @@ struct Payload {
     exp: u64,
     #[serde(default)]
     meta: HashMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uses: Option<u32>,
 }
 
 /// The key per-call tokens are signed with. Its bytes never appear in `Debug` output.
@@ -98,8 +121,14 @@ impl CallTokenKey {
         let json = serde_json::to_vec(&Payload {
             exp: expires_at,
             meta: metadata.clone(),
+            uses: None,
         })
         .expect("a map of strings serializes");
+        self.mint_payload(&json)
+    }
+
+    /// Signs `json` as a token's payload, whatever it holds (tests of other claims).
+    pub fn mint_payload(&self, json: &[u8]) -> String {
         let payload = URL_SAFE_NO_PAD.encode(json);
         let mut mac = self.mac();
         mac.update(PREFIX.as_bytes());
@@ -130,15 +159,24 @@ impl CallTokenKey {
         if now >= p.exp {
             return Err(CallTokenError::Expired);
         }
+        if p.exp > now.saturating_add(MAX_LIFETIME_SECS) {
+            return Err(CallTokenError::Lifetime);
+        }
+        let uses = p.uses.unwrap_or(1);
+        if !(1..=MAX_USES).contains(&uses) {
+            return Err(CallTokenError::Payload);
+        }
         let bounded = p.meta.len() <= MAX_META_ENTRIES
-            && p.meta.iter().all(|(k, v)| {
-                !k.is_empty() && k.len() <= MAX_META_KEY && v.len() <= MAX_META_VALUE
-            });
+            && p.meta.iter().all(|(k, v)| check_entry(k, v).is_ok());
         if !bounded {
             return Err(CallTokenError::Metadata);
         }
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&sig[..16]);
         Ok(CallClaims {
+            id: CallTokenId(id),
             expires_at: p.exp,
+            uses,
             metadata: p.meta,
         })
     }
@@ -236,5 +274,50 @@ mod tests {
         fn arbitrary_input_never_verifies(s in "\\PC{0,300}") {
             prop_assert!(key(5).verify(&s, 0).is_err());
         }
+    }
+
+    #[test]
+    fn a_token_lives_at_most_a_day_and_never_forever() {
+        let k = key(6);
+        let none = HashMap::new();
+        assert_eq!(
+            k.verify(&k.mint(u64::MAX, &none), 1_000),
+            Err(CallTokenError::Lifetime)
+        );
+        let day = 1_000 + MAX_LIFETIME_SECS;
+        assert!(k.verify(&k.mint(day, &none), 1_000).is_ok());
+        assert_eq!(
+            k.verify(&k.mint(day + 1, &none), 1_000),
+            Err(CallTokenError::Lifetime)
+        );
+    }
+
+    #[test]
+    fn uses_default_to_one_and_are_bounded_and_the_id_tells_tokens_apart() {
+        let k = key(8);
+        let one = k.verify(&k.mint(100, &HashMap::new()), 0).unwrap();
+        assert_eq!(one.uses, 1);
+        let three = k.mint_payload(br#"{"exp": 100, "uses": 3, "jti": "x"}"#);
+        let three = k.verify(&three, 0).unwrap();
+        assert_eq!(three.uses, 3);
+        assert_ne!(one.id, three.id);
+        let again = k.verify(&k.mint(100, &HashMap::new()), 0).unwrap();
+        assert_eq!(one.id, again.id, "the same claims are the same token");
+        for bad in [
+            &br#"{"exp": 100, "uses": 0}"#[..],
+            br#"{"exp": 100, "uses": 1001}"#,
+        ] {
+            assert_eq!(
+                k.verify(&k.mint_payload(bad), 0),
+                Err(CallTokenError::Payload)
+            );
+        }
+    }
+
+    #[test]
+    fn signed_metadata_is_held_to_the_same_characters() {
+        let k = key(2);
+        let t = k.mint(100, &meta(&[("note", "a\r\nb")]));
+        assert_eq!(k.verify(&t, 0), Err(CallTokenError::Metadata));
     }
 }

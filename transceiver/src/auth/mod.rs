@@ -8,12 +8,19 @@
 //! not depend on where the first difference is, so response timing does not reveal a prefix.
 //! Which binds need a token at all is decided in [`crate::control::config`] (fail closed on a
 //! public bind).
+//!
+//! What a request presented is a [`Credential`]; a session remembers the [`Creator`] that
+//! made it, and only that creator's credential, or the operator's static token, controls it
+//! afterwards ([`Credential::controls`]). How many sessions each per-call token has created
+//! is kept by [`token_uses`]; what a metadata entry may hold, by [`metadata_entry`].
 
 pub mod call_token;
+pub mod metadata_entry;
+pub mod token_uses;
 
 use std::collections::HashMap;
 
-pub use call_token::{CallClaims, CallTokenError, CallTokenKey};
+pub use call_token::{CallClaims, CallTokenError, CallTokenId, CallTokenKey};
 
 /// Why a request was refused; the `reason` label of `voxgate_signaling_rejected_total`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,7 +39,59 @@ impl AuthError {
             AuthError::Missing => "auth_missing",
             AuthError::Invalid => "auth_invalid",
             AuthError::CallToken(CallTokenError::Expired) => "token_expired",
+            AuthError::CallToken(CallTokenError::Lifetime) => "token_lifetime",
             AuthError::CallToken(_) => "token_invalid",
+        }
+    }
+}
+
+/// What a request that passed [`Authenticator::check`] presented.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Credential {
+    /// Nothing, on a server configured with no token and no key: everyone may do everything.
+    #[default]
+    Open,
+    /// The static `--token`: the operator's, which controls every session.
+    Operator,
+    /// A verified per-call token.
+    Call(CallClaims),
+}
+
+/// Who created a session: the credential that alone (besides the operator) controls it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Creator {
+    /// Created on an open server.
+    #[default]
+    Anyone,
+    Operator,
+    Call(CallTokenId),
+}
+
+impl Credential {
+    /// What a session created with this credential records as its creator.
+    pub fn creator(&self) -> Creator {
+        match self {
+            Credential::Open => Creator::Anyone,
+            Credential::Operator => Creator::Operator,
+            Credential::Call(c) => Creator::Call(c.id),
+        }
+    }
+
+    /// Whether this credential may read, restart or end a session `creator` made: the
+    /// operator's any, a per-call token only its own (on an open server, anyone any).
+    pub fn controls(&self, creator: &Creator) -> bool {
+        match self {
+            Credential::Open | Credential::Operator => true,
+            Credential::Call(c) => *creator == Creator::Call(c.id),
+        }
+    }
+
+    /// The metadata the application signed into a per-call token (none otherwise).
+    pub fn signed_metadata(&self) -> &HashMap<String, String> {
+        static NONE: std::sync::OnceLock<HashMap<String, String>> = std::sync::OnceLock::new();
+        match self {
+            Credential::Call(c) => &c.metadata,
+            _ => NONE.get_or_init(HashMap::new),
         }
     }
 }
@@ -51,27 +110,22 @@ impl Authenticator {
         self.static_token.is_none() && self.call_key.is_none()
     }
 
-    /// Checks an `Authorization` header value at Unix time `now`. On success, returns the
-    /// metadata a per-call token carried (empty for the static token).
-    pub fn check(
-        &self,
-        authorization: Option<&str>,
-        now: u64,
-    ) -> Result<HashMap<String, String>, AuthError> {
+    /// Checks an `Authorization` header value at Unix time `now`, and says what it presented.
+    pub fn check(&self, authorization: Option<&str>, now: u64) -> Result<Credential, AuthError> {
         if self.is_open() {
-            return Ok(HashMap::new());
+            return Ok(Credential::Open);
         }
         let presented = authorization
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or(AuthError::Missing)?;
         if let Some(token) = &self.static_token {
             if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
-                return Ok(HashMap::new());
+                return Ok(Credential::Operator);
             }
         }
         match &self.call_key {
             Some(key) if presented.starts_with(call_token::PREFIX) => {
-                Ok(key.verify(presented, now)?.metadata)
+                Ok(Credential::Call(key.verify(presented, now)?))
             }
             _ => Err(AuthError::Invalid),
         }
@@ -121,10 +175,17 @@ mod tests {
             static_token: Some("static".into()),
             call_key: Some(key.clone()),
         };
-        assert_eq!(auth.check(Some("Bearer static"), 0), Ok(HashMap::new()));
+        let signed = |c: Credential| c.signed_metadata().clone();
+        assert_eq!(
+            auth.check(Some("Bearer static"), 0).map(signed),
+            Ok(HashMap::new())
+        );
         let meta: HashMap<String, String> = [("user".to_string(), "7".to_string())].into();
         let call = key.mint(100, &meta);
-        assert_eq!(auth.check(Some(&format!("Bearer {call}")), 50), Ok(meta));
+        assert_eq!(
+            auth.check(Some(&format!("Bearer {call}")), 50).map(signed),
+            Ok(meta)
+        );
         let expired = auth
             .check(Some(&format!("Bearer {call}")), 100)
             .unwrap_err();
@@ -142,5 +203,29 @@ mod tests {
         assert!(!auth.is_open());
         assert_eq!(auth.check(Some("Bearer "), 0), Err(AuthError::Invalid));
         assert!(auth.check(Some("Bearer v1.x.y"), 0).is_err());
+    }
+
+    #[test]
+    fn a_per_call_token_controls_only_the_sessions_it_created() {
+        let key = CallTokenKey::from_file_contents(&[b'k'; 32]).unwrap();
+        let auth = Authenticator {
+            static_token: Some("static".into()),
+            call_key: Some(key.clone()),
+        };
+        let bearer = |json: &[u8]| format!("Bearer {}", key.mint_payload(json));
+        let alice = auth
+            .check(Some(&bearer(br#"{"exp":9,"jti":"a"}"#)), 0)
+            .unwrap();
+        let mallory = auth
+            .check(Some(&bearer(br#"{"exp":9,"jti":"m"}"#)), 0)
+            .unwrap();
+        let operator = auth.check(Some("Bearer static"), 0).unwrap();
+        let alices = alice.creator();
+        assert!(alice.controls(&alices));
+        assert!(!mallory.controls(&alices));
+        assert!(operator.controls(&alices));
+        assert!(!alice.controls(&operator.creator()));
+        assert!(Credential::Open.controls(&alices));
+        assert_eq!(Credential::Open.creator(), Creator::Anyone);
     }
 }

@@ -29,7 +29,12 @@ pub struct DispatchConfig {
 /// and the relay ingress the caller was steered to, with why (empty strings in direct mode).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionInfo {
+    /// Both maps below merged, the signed entries winning (for backends that read no other).
     pub metadata: HashMap<String, String>,
+    /// What the application signed into the per-call token.
+    pub signed_metadata: HashMap<String, String>,
+    /// What the caller sent: query parameters and `X-Voxgate-*` headers.
+    pub caller_metadata: HashMap<String, String>,
     pub ingress: String,
     /// `header`, `cidr` or `default`.
     pub ingress_reason: String,
@@ -41,7 +46,8 @@ pub enum DispatchAction {
     Offer {
         worker: WorkerId,
         session: SessionId,
-        info: SessionInfo,
+        /// Boxed: the metadata maps make it much larger than the other actions.
+        info: Box<SessionInfo>,
         attempt: u32,
     },
     /// No backend will take the session: end it.
@@ -385,7 +391,7 @@ impl Dispatcher {
             let action = DispatchAction::Offer {
                 worker: worker.clone(),
                 session: id,
-                info: t.info.clone(),
+                info: Box::new(t.info.clone()),
                 attempt: t.attempts,
             };
             if let Some(w) = self.workers.get_mut(&worker) {
@@ -488,6 +494,7 @@ mod tests {
             metadata: HashMap::from([("lang".to_string(), "en".to_string())]),
             ingress: "eu".into(),
             ingress_reason: "header".into(),
+            ..Default::default()
         };
         d.new_session(t0, SessionId(1), info.clone());
         let offers = offered_to(&drain(&mut d, t0));
@@ -501,7 +508,7 @@ mod tests {
             vec![DispatchAction::Offer {
                 worker: other.to_string(),
                 session: SessionId(1),
-                info,
+                info: Box::new(info),
                 attempt: 2
             }]
         );

@@ -124,6 +124,7 @@ impl DispatchTask {
                     info,
                     attempt,
                 } => {
+                    let info = *info;
                     let cmd = WorkerCommand {
                         kind: Some(worker_command::Kind::Dispatch(Dispatch {
                             session_id: session.to_string(),
@@ -131,6 +132,8 @@ impl DispatchTask {
                             attempt,
                             ingress: info.ingress,
                             ingress_reason: info.ingress_reason,
+                            signed_metadata: info.signed_metadata,
+                            caller_metadata: info.caller_metadata,
                         })),
                     };
                     self.control.metrics.dispatched();

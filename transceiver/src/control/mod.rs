@@ -3,7 +3,9 @@
 //! Owns: the process configuration ([`config`]: the flags in groups, each building its
 //! component's settings, including the media loops' `LoopSettings` and the control plane's
 //! `ControlPlaneConfig`), the WHIP-shaped HTTP edge ([`signaling`]), offer
-//! validation ([`offer`]), who a request really comes from behind trusted proxies
+//! validation against what voxgate serves ([`offer`]), the backend's metadata kept in a signed
+//! and a caller-supplied map ([`call_metadata`]), why a request failed ([`control_error`]),
+//! who a request really comes from behind trusted proxies
 //! ([`client_origin`]), which relay ingress a new session advertises ([`ingress`]), the session → loop index with admission ([`registry`]), the whole process's CPU share that
 //! admission also reads ([`process_load`]) with what a PCM session's codecs cost on this
 //! machine ([`codec_cost`]), and the
@@ -21,9 +23,11 @@
 //! addresses, mint the ufrag, str0m answers) → the loop's
 //! command queue; the loop's end events come back to [`plane::ControlPlane::run_events`].
 
+pub mod call_metadata;
 pub mod client_origin;
 pub mod codec_cost;
 pub mod config;
+pub mod control_error;
 pub mod ingress;
 pub mod offer;
 pub mod plane;

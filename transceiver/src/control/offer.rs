@@ -2,8 +2,32 @@
 //!
 //! str0m parses the SDP; this module adds the checks a voice gateway needs and turns every
 //! failure into a precise, client-facing message (HTTP 400).
+//!
+//! An offer is held to what voxgate serves before str0m sees a byte of it: exactly one
+//! `m=audio` section, at most one `m=application` (the data channel), nothing else. Each
+//! section's attribute, `a=candidate` and `a=ssrc` lines, the audio line's payload types, the
+//! length of a line and the number of lines are bounded too. Within the body limit, an offer of
+//! hundreds of audio sections or a thousand `a=ssrc` lines was otherwise accepted, and str0m
+//! built media state for each (megabytes of memory per session, a large answer, and time on
+//! the signaling thread). The bounds leave browsers ample room: their audio section has a few
+//! dozen attribute lines, a few candidates per network interface and two to four `a=ssrc`
+//! lines. One pass over the text, no allocation besides the audio `a=mid`.
 
 use str0m::change::SdpOffer;
+
+/// Most lines an offer may have.
+pub const MAX_LINES: usize = 512;
+/// Longest line (bytes, without its line ending).
+pub const MAX_LINE_BYTES: usize = 4096;
+/// Most attribute lines of one section (the session level counts as one), candidates and
+/// `a=ssrc` lines apart.
+pub const MAX_SECTION_ATTRIBUTES: usize = 128;
+/// Most `a=candidate` lines of one section.
+pub const MAX_SECTION_CANDIDATES: usize = 64;
+/// Most `a=ssrc` lines of one section.
+pub const MAX_SECTION_SSRC_LINES: usize = 16;
+/// Most payload types the `m=audio` line may list.
+pub const MAX_AUDIO_FORMATS: usize = 64;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum OfferError {
@@ -15,6 +39,34 @@ pub enum OfferError {
     Malformed(String),
     #[error("offer has no m=audio section")]
     NoAudio,
+    #[error("offer has {0} audio sections; voxgate serves one")]
+    AudioSections(usize),
+    #[error("offer has {0} application sections; voxgate serves at most one (the data channel)")]
+    ApplicationSections(usize),
+    #[error(
+        "offer has an m={0} section; voxgate serves one audio section and at most one data \
+         channel (m=application)"
+    )]
+    UnservedSection(String),
+    #[error(
+        "offer's {section} section has {count} a=ssrc lines; at most {MAX_SECTION_SSRC_LINES}"
+    )]
+    SsrcLines { section: &'static str, count: usize },
+    #[error(
+        "offer's {section} section has {count} a=candidate lines; at most \
+         {MAX_SECTION_CANDIDATES}"
+    )]
+    Candidates { section: &'static str, count: usize },
+    #[error(
+        "offer's {section} section has {count} attribute lines; at most {MAX_SECTION_ATTRIBUTES}"
+    )]
+    Attributes { section: &'static str, count: usize },
+    #[error("offer's m=audio line lists {0} payload types; at most {MAX_AUDIO_FORMATS}")]
+    AudioFormats(usize),
+    #[error("offer has a line of {0} bytes; at most {MAX_LINE_BYTES}")]
+    LineTooLong(usize),
+    #[error("offer has {0} lines; at most {MAX_LINES}")]
+    Lines(usize),
     #[error("offer's m=audio section does not offer the Opus codec (opus/48000/2)")]
     NoOpus,
     #[error("offer has no ICE credentials (a=ice-ufrag / a=ice-pwd)")]
@@ -23,6 +75,23 @@ pub enum OfferError {
     NoFingerprint,
     #[error("offer's m=audio section has no a=mid (BUNDLE needs one)")]
     NoAudioMid,
+}
+
+impl OfferError {
+    /// The `reason` label of `voxgate_signaling_rejected_total` for this refusal.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            OfferError::AudioSections(_)
+            | OfferError::ApplicationSections(_)
+            | OfferError::UnservedSection(_) => "offer_sections",
+            OfferError::SsrcLines { .. } => "offer_ssrcs",
+            OfferError::Candidates { .. } => "offer_candidates",
+            OfferError::Attributes { .. } => "offer_attributes",
+            OfferError::AudioFormats(_) => "offer_formats",
+            OfferError::LineTooLong(_) | OfferError::Lines(_) => "offer_lines",
+            _ => "offer_invalid",
+        }
+    }
 }
 
 /// What the checks learned about the offer.
@@ -45,6 +114,178 @@ pub fn validate_offer(body: &[u8]) -> Result<(SdpOffer, OfferSummary), OfferErro
     Ok((offer, summary))
 }
 
+/// Which kind of section a line belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Session,
+    Audio,
+    Application,
+    Other,
+}
+
+impl Section {
+    fn name(self) -> &'static str {
+        match self {
+            Section::Session => "session",
+            Section::Audio => "audio",
+            Section::Application => "application",
+            Section::Other => "other",
+        }
+    }
+}
+
+/// One section's counts, and the first section that broke each bound.
+#[derive(Debug, Default)]
+struct SectionCounts {
+    attributes: usize,
+    candidates: usize,
+    ssrcs: usize,
+}
+
+/// The offer's shape, counted in one pass before anything is parsed.
+#[derive(Debug)]
+struct Shape {
+    lines: usize,
+    longest: usize,
+    audio: usize,
+    application: usize,
+    /// The first section of a kind voxgate does not serve (its media name, bounded).
+    unserved: Option<String>,
+    audio_formats: usize,
+    /// The first bound a section broke.
+    breach: Option<OfferError>,
+    current: Section,
+    counts: SectionCounts,
+}
+
+impl Shape {
+    fn scan(text: &str) -> Shape {
+        let mut shape = Shape {
+            lines: 0,
+            longest: 0,
+            audio: 0,
+            application: 0,
+            unserved: None,
+            audio_formats: 0,
+            breach: None,
+            current: Section::Session,
+            counts: SectionCounts::default(),
+        };
+        for line in text.lines() {
+            shape.line(line.trim_end());
+        }
+        shape.close_section();
+        shape
+    }
+
+    fn line(&mut self, line: &str) {
+        self.lines += 1;
+        self.longest = self.longest.max(line.len());
+        if let Some(m) = line.strip_prefix("m=") {
+            self.close_section();
+            let kind = m.split(' ').next().unwrap_or("");
+            self.current = match kind {
+                "audio" => {
+                    self.audio += 1;
+                    // m=audio <port> <proto> <fmt> ...
+                    let fields = m.split(' ').filter(|f| !f.is_empty()).count();
+                    self.audio_formats = self.audio_formats.max(fields.saturating_sub(3));
+                    Section::Audio
+                }
+                "application" => {
+                    self.application += 1;
+                    Section::Application
+                }
+                other => {
+                    if self.unserved.is_none() {
+                        self.unserved = Some(media_name(other));
+                    }
+                    Section::Other
+                }
+            };
+            return;
+        }
+        if line.starts_with("a=candidate:") {
+            self.counts.candidates += 1;
+        } else if line.starts_with("a=ssrc:") {
+            self.counts.ssrcs += 1;
+        } else if line.starts_with("a=") {
+            self.counts.attributes += 1;
+        }
+    }
+
+    /// Folds the section that just ended into the first breach.
+    fn close_section(&mut self) {
+        let counts = std::mem::take(&mut self.counts);
+        if self.breach.is_some() {
+            return;
+        }
+        let section = self.current.name();
+        self.breach = if counts.ssrcs > MAX_SECTION_SSRC_LINES {
+            Some(OfferError::SsrcLines {
+                section,
+                count: counts.ssrcs,
+            })
+        } else if counts.candidates > MAX_SECTION_CANDIDATES {
+            Some(OfferError::Candidates {
+                section,
+                count: counts.candidates,
+            })
+        } else if counts.attributes > MAX_SECTION_ATTRIBUTES {
+            Some(OfferError::Attributes {
+                section,
+                count: counts.attributes,
+            })
+        } else {
+            None
+        };
+    }
+
+    /// Refuses an offer without audio, then one of sections voxgate does not serve, then one
+    /// past a bound: the sections first, as they say most about what the offer is.
+    fn check(self) -> Result<(), OfferError> {
+        if self.audio == 0 {
+            return Err(OfferError::NoAudio);
+        }
+        if let Some(kind) = self.unserved {
+            return Err(OfferError::UnservedSection(kind));
+        }
+        if self.audio > 1 {
+            return Err(OfferError::AudioSections(self.audio));
+        }
+        if self.application > 1 {
+            return Err(OfferError::ApplicationSections(self.application));
+        }
+        if let Some(breach) = self.breach {
+            return Err(breach);
+        }
+        if self.audio_formats > MAX_AUDIO_FORMATS {
+            return Err(OfferError::AudioFormats(self.audio_formats));
+        }
+        if self.longest > MAX_LINE_BYTES {
+            return Err(OfferError::LineTooLong(self.longest));
+        }
+        if self.lines > MAX_LINES {
+            return Err(OfferError::Lines(self.lines));
+        }
+        Ok(())
+    }
+}
+
+/// A media name fit to quote back: at most 16 ASCII letters, digits or dashes.
+fn media_name(kind: &str) -> String {
+    let name: String = kind
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(16)
+        .collect();
+    if name.is_empty() {
+        "?".to_string()
+    } else {
+        name
+    }
+}
+
 /// Line-level checks that str0m's parser does not make (or makes with an unclear message).
 fn check_text(text: &str) -> Result<OfferSummary, OfferError> {
     if !text.trim_start().starts_with("v=0") {
@@ -52,6 +293,7 @@ fn check_text(text: &str) -> Result<OfferSummary, OfferError> {
             "SDP must start with \"v=0\"".to_string(),
         ));
     }
+    Shape::scan(text).check()?;
     let mut in_audio = false;
     let mut saw_audio = false;
     let mut audio_has_opus = false;
@@ -189,5 +431,121 @@ a=rtpmap:111 opus/48000/2\r\n";
             validate_offer(no_fp.as_bytes()).unwrap_err(),
             OfferError::NoFingerprint
         );
+    }
+
+    /// `OFFER` with `extra` lines added at the end of its audio section.
+    fn with_audio_lines(extra: impl Iterator<Item = String>) -> String {
+        let mut sdp = OFFER.to_string();
+        for l in extra {
+            sdp.push_str(&l);
+            sdp.push_str("\r\n");
+        }
+        sdp
+    }
+
+    #[test]
+    fn more_than_one_audio_section_is_refused_with_their_count() {
+        let section = &OFFER[OFFER.find("m=audio").unwrap()..];
+        let bomb = format!("{OFFER}{}", section.repeat(529));
+        let err = validate_offer(bomb.as_bytes()).unwrap_err();
+        assert_eq!(err, OfferError::AudioSections(530));
+        assert_eq!(
+            err.to_string(),
+            "offer has 530 audio sections; voxgate serves one"
+        );
+        assert_eq!(err.reason(), "offer_sections");
+    }
+
+    #[test]
+    fn sections_voxgate_does_not_serve_are_refused_by_name() {
+        let video = format!("{OFFER}m=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:1\r\n");
+        assert_eq!(
+            validate_offer(video.as_bytes()).unwrap_err(),
+            OfferError::UnservedSection("video".into())
+        );
+        let junk = format!("{OFFER}m=\u{202e}evil 9 X\r\n");
+        assert_eq!(
+            validate_offer(junk.as_bytes()).unwrap_err(),
+            OfferError::UnservedSection("?".into())
+        );
+        let app = "m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:1\r\n";
+        let two = format!("{OFFER}{app}{app}");
+        assert_eq!(
+            validate_offer(two.as_bytes()).unwrap_err(),
+            OfferError::ApplicationSections(2)
+        );
+        let one = format!("{OFFER}{app}");
+        assert!(validate_offer(one.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn each_section_bound_is_named_with_its_count() {
+        let ssrcs = with_audio_lines((0..17).map(|i| format!("a=ssrc:{i} cname:x")));
+        assert_eq!(
+            validate_offer(ssrcs.as_bytes()).unwrap_err(),
+            OfferError::SsrcLines {
+                section: "audio",
+                count: 17
+            }
+        );
+        let cands = with_audio_lines(
+            (0..65).map(|i| format!("a=candidate:{i} 1 udp 1 10.0.0.{} 9 typ host", i % 250)),
+        );
+        let err = validate_offer(cands.as_bytes()).unwrap_err();
+        assert_eq!(err.reason(), "offer_candidates");
+        assert!(err.to_string().contains("65 a=candidate lines"), "{err}");
+        let attrs = with_audio_lines((0..130).map(|i| format!("a=x-{i}")));
+        assert!(matches!(
+            validate_offer(attrs.as_bytes()).unwrap_err(),
+            OfferError::Attributes { section: "audio", count } if count > 128
+        ));
+        let formats: String = (0..70).map(|i| format!(" {}", 30 + i)).collect();
+        let many = OFFER.replace("SAVPF 111", &format!("SAVPF 111{formats}"));
+        assert_eq!(
+            validate_offer(many.as_bytes()).unwrap_err(),
+            OfferError::AudioFormats(71)
+        );
+    }
+
+    #[test]
+    fn long_lines_and_many_lines_are_refused() {
+        let long = with_audio_lines(std::iter::once(format!("a=x:{}", "y".repeat(5000))));
+        assert_eq!(
+            validate_offer(long.as_bytes()).unwrap_err().reason(),
+            "offer_lines"
+        );
+        // Lines that are not attributes (e.g. b=) are held by the total.
+        let lines = with_audio_lines((0..600).map(|i| format!("b=AS:{i}")));
+        assert_eq!(
+            validate_offer(lines.as_bytes()).unwrap_err(),
+            OfferError::Lines(615)
+        );
+    }
+
+    #[test]
+    fn a_browser_sized_offer_passes() {
+        // A Chromium-like audio section: many codecs and extensions, a dozen candidates.
+        let fmts = " 63 9 0 8 13 110 126";
+        let mut lines: Vec<String> = (0..12)
+            .map(|i| {
+                format!(
+                    "a=candidate:{i} 1 udp 2122260223 192.168.1.{i} 5{i}000 typ host generation 0"
+                )
+            })
+            .collect();
+        lines.extend((1..15).map(|i| format!("a=extmap:{i} urn:ietf:params:rtp-hdrext:x{i}")));
+        lines.extend((0..4).map(|i| format!("a=ssrc:1 x{i}:y")));
+        lines.extend(
+            [63, 9, 0, 8, 13, 110, 126]
+                .iter()
+                .map(|pt| format!("a=rtpmap:{pt} x/8000")),
+        );
+        let sdp =
+            with_audio_lines(lines.into_iter()).replace("SAVPF 111", &format!("SAVPF 111{fmts}"));
+        let app = "m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:1\r\n\
+                   a=sctp-port:5000\r\na=max-message-size:262144\r\n";
+        let sdp = format!("{sdp}{app}");
+        let (_, s) = validate_offer(sdp.as_bytes()).expect("a browser's offer");
+        assert!(s.has_data_channel);
     }
 }

@@ -13,13 +13,15 @@ use str0m::config::DtlsCert;
 use tokio::sync::{mpsc, oneshot};
 use voxgate_proto::hint::{self, FleetKey, MintTime, RoutingHint, NONCE_LEN};
 
-use std::collections::HashMap;
-
+use crate::auth::token_uses::{take_use, TokenUses};
+use crate::auth::Credential;
 use crate::backend::dispatch::SessionInfo;
 use crate::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
+use crate::control::call_metadata::CallMetadata;
 use crate::control::codec_cost::{CodecCosts, TALKING_OVER_FLOOR};
+pub use crate::control::control_error::ControlError;
 use crate::control::ingress::{IngressChoice, IngressSelector};
-use crate::control::offer::{validate_offer, OfferError};
+use crate::control::offer::validate_offer;
 use crate::control::process_load::{projected, usable_cores, RecentTalkers, YoungSessions};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
@@ -33,56 +35,6 @@ use crate::media::session::{
     Candidates, EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
 };
 use crate::metrics::{Metrics, OfferStage};
-
-#[derive(Debug, thiserror::Error)]
-pub enum ControlError {
-    #[error("{0}")]
-    BadOffer(#[from] OfferError),
-    #[error("offer rejected: {0}")]
-    Rejected(String),
-    #[error("server at capacity ({0} sessions)")]
-    AtCapacity(usize),
-    #[error("server is draining; try another instance")]
-    Draining,
-    #[error("no backend has room for a new session")]
-    NoBackend,
-    #[error("media loop {0} is overloaded")]
-    LoopBusy(usize),
-    #[error("every media loop is saturated (least busy at {0} %); try again or another instance")]
-    LoopsSaturated(u32),
-    #[error(
-        "the transceiver's CPU is saturated ({0} % of its usable cores, counting what the sessions \
-         it just admitted or that just started talking will add); try again or another instance"
-    )]
-    ProcessSaturated(u32),
-    #[error("too many session requests from this address; retry after {} s", .0.as_secs().max(1))]
-    RateLimited(Duration),
-    #[error("this address already holds {0} sessions")]
-    ClientCap(usize),
-    #[error("no such session")]
-    NotFound,
-    #[error("{0}")]
-    Conflict(String),
-    #[error("internal error: {0}")]
-    Internal(String),
-}
-
-impl ControlError {
-    /// For a refused new session (503), the `reason` label of `voxgate_sessions_refused_total`.
-    pub fn refusal_reason(&self) -> Option<&'static str> {
-        match self {
-            ControlError::AtCapacity(_) => Some("at_capacity"),
-            ControlError::Draining => Some("draining"),
-            ControlError::NoBackend => Some("no_backend"),
-            ControlError::LoopBusy(_) => Some("loop_queue_full"),
-            ControlError::LoopsSaturated(_) => Some("loops_saturated"),
-            ControlError::ProcessSaturated(_) => Some("process_saturated"),
-            ControlError::RateLimited(_) => Some("rate_limited"),
-            ControlError::ClientCap(_) => Some("per_ip_sessions"),
-            _ => None,
-        }
-    }
-}
 
 /// An answered offer.
 pub struct Created {
@@ -100,6 +52,9 @@ pub struct Requester {
     pub client: Option<IpAddr>,
     /// The ingress header's value, when a trusted proxy sent it.
     pub ingress_value: Option<String>,
+    /// What it authenticated with: a new session is controlled by it alone (and the
+    /// operator's token), and a per-call token's uses are counted.
+    pub credential: Credential,
 }
 
 pub struct ControlPlaneConfig {
@@ -126,6 +81,8 @@ pub struct ControlPlaneConfig {
     pub max_sessions_per_ip: usize,
     /// POST token buckets per client IP.
     pub rate_limit: RateLimitConfig,
+    /// ICE-restart (PATCH) token buckets per client IP.
+    pub restart_rate_limit: RateLimitConfig,
     /// Longest a session may last (`None` = no limit).
     pub max_session: Option<Duration>,
     /// An owner whose uplink queue stays full this long is dropped and the session re-dispatched.
@@ -161,6 +118,9 @@ pub struct ControlPlane {
     dispatch: DispatchHandle,
     /// Held only for one bucket update, never across an await.
     rate_limiter: Mutex<RateLimiter>,
+    restart_limiter: Mutex<RateLimiter>,
+    /// The sessions each per-call token has created (held for one update at a time).
+    token_uses: Mutex<TokenUses>,
 }
 
 impl ControlPlane {
@@ -184,6 +144,11 @@ impl ControlPlane {
                 metrics.sessions_reserved_gauge(),
             ),
             rate_limiter: Mutex::new(RateLimiter::new(config.rate_limit, Instant::now())),
+            restart_limiter: Mutex::new(RateLimiter::new(
+                config.restart_rate_limit,
+                Instant::now(),
+            )),
+            token_uses: Mutex::new(TokenUses::default()),
             young: Mutex::new(YoungSessions::new(config.max_sessions)),
             talkers: Mutex::new(RecentTalkers::new(config.max_sessions)),
             crest: Mutex::new(TalkCrest::new(config.max_sessions)),
@@ -406,7 +371,7 @@ impl ControlPlane {
     pub async fn create(
         &self,
         body: &[u8],
-        metadata: HashMap<String, String>,
+        metadata: CallMetadata,
         requester: &Requester,
     ) -> Result<Created, ControlError> {
         let client = requester.client;
@@ -416,6 +381,13 @@ impl ControlPlane {
         if let Some(ip) = client {
             self.check_rate(ip)?;
         }
+        // A per-call token creates as many sessions as it may; the use comes back unless this
+        // POST creates one.
+        let claims = match &requester.credential {
+            Credential::Call(c) => Some(c),
+            _ => None,
+        };
+        let token_use = take_use(&self.token_uses, claims, unix_now())?;
         let (offer, summary) = validate_offer(body)?;
         let started = Instant::now();
         if self.config.require_backend && !self.dispatch.has_room().await {
@@ -437,7 +409,7 @@ impl ControlPlane {
             max_duration: self.config.max_session,
             audio_mid: summary.audio_mid,
             encoder: self.config.encoder,
-            metadata: metadata.clone(),
+            metadata: metadata.merged(),
         };
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         // Inline on this worker: an accept is cheap (the `setup/accept` bench measures it, with
@@ -461,7 +433,10 @@ impl ControlPlane {
         }
         // Commit before awaiting: the loop may end the session (and report it) at any time
         // after inserting it.
-        self.registry.commit(reservation, id, ingress.clone());
+        let creator = requester.credential.creator();
+        self.registry
+            .commit(reservation, id, ingress.clone(), creator);
+        token_use.keep();
         self.young
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -489,7 +464,9 @@ impl ControlPlane {
             "session created"
         );
         let info = SessionInfo {
-            metadata,
+            metadata: metadata.merged(),
+            signed_metadata: metadata.signed,
+            caller_metadata: metadata.caller,
             ingress: ingress_name,
             ingress_reason: ingress_reason.to_string(),
         };
@@ -505,8 +482,16 @@ impl ControlPlane {
         })
     }
 
-    pub async fn delete(&self, id: SessionId) -> Result<(), ControlError> {
-        let loop_index = self.registry.loop_of(id).ok_or(ControlError::NotFound)?;
+    /// The loop of session `id`, if `caller` controls it; `NotFound` otherwise, whether it
+    /// exists or not.
+    pub fn loop_for(&self, id: SessionId, caller: &Credential) -> Result<usize, ControlError> {
+        self.registry
+            .loop_for(id, caller)
+            .ok_or(ControlError::NotFound)
+    }
+
+    pub async fn delete(&self, id: SessionId, caller: &Credential) -> Result<(), ControlError> {
+        let loop_index = self.loop_for(id, caller)?;
         let (tx, rx) = oneshot::channel();
         self.loops[loop_index]
             .send(Command::Delete { id, reply: tx })
@@ -521,8 +506,12 @@ impl ControlPlane {
         }
     }
 
-    pub async fn snapshot(&self, id: SessionId) -> Result<SessionSnapshot, ControlError> {
-        let loop_index = self.registry.loop_of(id).ok_or(ControlError::NotFound)?;
+    pub async fn snapshot(
+        &self,
+        id: SessionId,
+        caller: &Credential,
+    ) -> Result<SessionSnapshot, ControlError> {
+        let loop_index = self.loop_for(id, caller)?;
         let (tx, rx) = oneshot::channel();
         self.loops[loop_index]
             .send(Command::Snapshot { id, reply: tx })
@@ -574,10 +563,30 @@ impl ControlPlane {
         }
     }
 
-    /// ICE restart: the session stays on its loop; a new ufrag is minted for that loop.
-    pub async fn ice_restart(&self, id: SessionId, body: &[u8]) -> Result<String, ControlError> {
+    /// ICE restart: the session stays on its loop; a new ufrag is minted for that loop. Each
+    /// costs str0m an offer and the loop a reworked session, so a session's restarts and a
+    /// client IP's are rate-limited before the offer is looked at.
+    pub async fn ice_restart(
+        &self,
+        id: SessionId,
+        body: &[u8],
+        requester: &Requester,
+    ) -> Result<String, ControlError> {
+        let loop_index = self.loop_for(id, &requester.credential)?;
+        let now = Instant::now();
+        self.registry
+            .take_restart(id, now)
+            .map_err(ControlError::SessionRestartLimited)?;
+        if let Some(ip) = requester.client {
+            let mut limiter = self
+                .restart_limiter
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            limiter
+                .check(now, ip)
+                .map_err(ControlError::AddressRestartLimited)?;
+        }
         let (offer, _) = validate_offer(body)?;
-        let loop_index = self.registry.loop_of(id).ok_or(ControlError::NotFound)?;
         let (ufrag, pass) = self.mint_credentials(loop_index);
         let (tx, rx) = oneshot::channel();
         let cmd = Command::IceRestart {
@@ -671,6 +680,12 @@ impl ControlPlane {
             }
         }
     }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A random ICE password: 24 chars of the ICE alphabet (RFC 8839 asks for at least 22).

@@ -1,4 +1,6 @@
-//! Per-client token buckets for `POST /v1/sessions`: a Sans-IO limiter with an injected clock.
+//! Per-client token buckets for `POST /v1/sessions` and for ICE restarts (`PATCH`): a Sans-IO
+//! limiter with an injected clock, and the [`TokenBucket`] it is made of (a session holds one
+//! of its own for its restarts, [`RESTARTS_PER_SESSION`]).
 //!
 //! Each client (an IPv4 address, or an IPv6 /64: one subscriber usually holds a whole /64)
 //! gets a bucket of `burst` tokens that refills at `rate` per second; a POST takes one. An
@@ -38,13 +40,31 @@ pub struct RateLimitConfig {
     pub max_clients: usize,
 }
 
+/// A session's own ICE restarts: a few at once (a network change, a retry), then one every
+/// 5 s. Each restart has str0m parse an offer and the media loop rework the session, so a
+/// caller looping on PATCH would spend the loop's time that its neighbours' media needs.
+pub const RESTARTS_PER_SESSION: RateLimitConfig = RateLimitConfig {
+    rate: 0.2,
+    burst: 4,
+    max_clients: 1,
+};
+
+/// `burst` tokens, refilled at `rate` a second.
 #[derive(Debug, Clone, Copy)]
-struct Bucket {
+pub struct TokenBucket {
     tokens: f64,
     at: Instant,
 }
 
-impl Bucket {
+impl TokenBucket {
+    /// A full bucket.
+    pub fn full(cfg: &RateLimitConfig, now: Instant) -> Self {
+        TokenBucket {
+            tokens: f64::from(cfg.burst),
+            at: now,
+        }
+    }
+
     fn refill(&mut self, now: Instant, cfg: &RateLimitConfig) {
         let dt = now.saturating_duration_since(self.at).as_secs_f64();
         self.tokens = (self.tokens + dt * cfg.rate).min(f64::from(cfg.burst));
@@ -52,7 +72,7 @@ impl Bucket {
     }
 
     /// Takes a token, or says how long until one is there.
-    fn take(&mut self, now: Instant, cfg: &RateLimitConfig) -> Result<(), Duration> {
+    pub fn take(&mut self, now: Instant, cfg: &RateLimitConfig) -> Result<(), Duration> {
         self.refill(now, cfg);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
@@ -71,8 +91,8 @@ impl Bucket {
 #[derive(Debug)]
 pub struct RateLimiter {
     cfg: RateLimitConfig,
-    buckets: HashMap<IpAddr, Bucket>,
-    overflow: Bucket,
+    buckets: HashMap<IpAddr, TokenBucket>,
+    overflow: TokenBucket,
     last_sweep: Option<Instant>,
 }
 
@@ -81,10 +101,7 @@ impl RateLimiter {
         RateLimiter {
             cfg,
             buckets: HashMap::new(),
-            overflow: Bucket {
-                tokens: f64::from(cfg.burst),
-                at: now,
-            },
+            overflow: TokenBucket::full(&cfg, now),
             last_sweep: None,
         }
     }
@@ -108,10 +125,7 @@ impl RateLimiter {
         }
         self.buckets
             .entry(key)
-            .or_insert(Bucket {
-                tokens: f64::from(cfg.burst),
-                at: now,
-            })
+            .or_insert(TokenBucket::full(&cfg, now))
             .take(now, &cfg)
     }
 

@@ -1,4 +1,6 @@
-//! The control plane's index of sessions: which loop owns which session id, and admission.
+//! The control plane's index of sessions: which loop owns which session id, who created it
+//! (only that credential, or the operator's, may reach it again), its ICE-restart bucket, and
+//! admission.
 //!
 //! Only signaling and loop events touch it (never the packet path), so a plain mutex is fine.
 //! Admission reserves a slot on the least-loaded loop before the (slow) offer handling, so
@@ -12,11 +14,13 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
 
+use crate::auth::{Creator, Credential};
 use crate::control::ingress::IngressChoice;
-use crate::control::rate_limit::client_key;
+use crate::control::rate_limit::{client_key, TokenBucket, RESTARTS_PER_SESSION};
 use crate::media::session::SessionId;
 
 /// What the index knows of a live session.
@@ -27,6 +31,10 @@ struct Entry {
     client: Option<IpAddr>,
     /// The relay ingress its answer advertised (`None` in direct mode).
     ingress: Option<IngressChoice>,
+    /// The credential that created it.
+    creator: Creator,
+    /// Its ICE restarts ([`RESTARTS_PER_SESSION`]).
+    restarts: TokenBucket,
 }
 
 #[derive(Debug)]
@@ -160,13 +168,21 @@ impl Registry {
         })
     }
 
-    pub fn commit(&self, mut r: Reservation<'_>, id: SessionId, ingress: Option<IngressChoice>) {
+    pub fn commit(
+        &self,
+        mut r: Reservation<'_>,
+        id: SessionId,
+        ingress: Option<IngressChoice>,
+        creator: Creator,
+    ) {
         let mut g = self.lock();
         g.reserved -= 1;
         let entry = Entry {
             loop_index: r.loop_index,
             client: r.client,
             ingress,
+            creator,
+            restarts: TokenBucket::full(&RESTARTS_PER_SESSION, Instant::now()),
         };
         g.sessions.insert(id, entry);
         r.committed = true;
@@ -175,6 +191,24 @@ impl Registry {
 
     pub fn loop_of(&self, id: SessionId) -> Option<usize> {
         self.lock().sessions.get(&id).map(|e| e.loop_index)
+    }
+
+    /// Session `id`'s loop, if it exists and `caller` controls it: to anyone else a session
+    /// of another creator is as unknown as one that does not exist.
+    pub fn loop_for(&self, id: SessionId, caller: &Credential) -> Option<usize> {
+        let g = self.lock();
+        let e = g.sessions.get(&id)?;
+        caller.controls(&e.creator).then_some(e.loop_index)
+    }
+
+    /// Takes an ICE restart from session `id`'s bucket at `now`; `Err` holds the wait until
+    /// the next one (an unknown session has none to take).
+    pub fn take_restart(&self, id: SessionId, now: Instant) -> Result<(), Duration> {
+        let mut g = self.lock();
+        match g.sessions.get_mut(&id) {
+            Some(e) => e.restarts.take(now, &RESTARTS_PER_SESSION),
+            None => Ok(()),
+        }
     }
 
     /// The ingress session `id` was steered to (`None` if unknown or in direct mode).
@@ -225,8 +259,8 @@ mod tests {
         let a = r.reserve(None, |_| true).unwrap();
         let b = r.reserve(None, |_| true).unwrap();
         assert_ne!(a.loop_index, b.loop_index);
-        r.commit(a, SessionId(1), None);
-        r.commit(b, SessionId(2), None);
+        r.commit(a, SessionId(1), None, Creator::Anyone);
+        r.commit(b, SessionId(2), None, Creator::Anyone);
         assert_eq!(r.len(), 2);
         assert!(r.remove(SessionId(1)));
         assert!(!r.remove(SessionId(1)));
@@ -272,7 +306,7 @@ mod tests {
         let a = r.reserve(None, |_| true).unwrap();
         let b = r.reserve(None, |_| true).unwrap();
         assert_eq!(g.get(), 2);
-        r.commit(a, SessionId(1), None);
+        r.commit(a, SessionId(1), None, Creator::Anyone);
         assert_eq!(g.get(), 2);
         drop(b);
         assert_eq!(g.get(), 1);
@@ -286,7 +320,7 @@ mod tests {
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         let other: IpAddr = "10.0.0.2".parse().unwrap();
         let a = r.reserve(Some(ip), |_| true).unwrap();
-        r.commit(a, SessionId(1), None);
+        r.commit(a, SessionId(1), None, Creator::Anyone);
         let _b = r.reserve(Some(ip), |_| true).unwrap();
         assert_eq!(
             r.reserve(Some(ip), |_| true).unwrap_err(),
@@ -311,5 +345,37 @@ mod tests {
         );
         // A refusal reserves nothing.
         assert_eq!(r.reserve(None, |_| true).unwrap().loop_index, 0);
+    }
+
+    #[test]
+    fn a_session_is_reached_only_by_its_creator_or_the_operator() {
+        use crate::auth::{CallClaims, CallTokenId};
+        let r = registry(1, 10, 0);
+        let call = |b: u8| {
+            Credential::Call(CallClaims {
+                id: CallTokenId([b; 16]),
+                ..Default::default()
+            })
+        };
+        let a = r.reserve(None, |_| true).unwrap();
+        r.commit(a, SessionId(1), None, call(1).creator());
+        assert_eq!(r.loop_for(SessionId(1), &call(1)), Some(0));
+        assert_eq!(r.loop_for(SessionId(1), &call(2)), None);
+        assert_eq!(r.loop_for(SessionId(1), &Credential::Operator), Some(0));
+        assert_eq!(r.loop_for(SessionId(2), &Credential::Operator), None);
+    }
+
+    #[test]
+    fn a_session_restarts_a_few_times_then_at_its_rate() {
+        let r = registry(1, 10, 0);
+        let a = r.reserve(None, |_| true).unwrap();
+        r.commit(a, SessionId(1), None, Creator::Anyone);
+        let now = Instant::now();
+        for _ in 0..RESTARTS_PER_SESSION.burst {
+            assert!(r.take_restart(SessionId(1), now).is_ok());
+        }
+        let wait = r.take_restart(SessionId(1), now).unwrap_err();
+        assert!(wait > Duration::from_secs(1), "{wait:?}");
+        assert!(r.take_restart(SessionId(1), now + wait).is_ok());
     }
 }

@@ -5,14 +5,17 @@
 //! - `DELETE /v1/sessions/{id}` → `204`;  `GET /v1/sessions/{id}` → JSON state and counters
 //! - `GET /healthz`, `GET /readyz`, `GET /metrics`, and a demo page at `/`
 //!
-//! This is the HTTP edge only: it checks auth and content types and maps
-//! [`ControlError`]s to status codes; the work happens in [`ControlPlane`].
+//! This is the HTTP edge only: it checks auth and content types, reads the caller's metadata
+//! ([`call_metadata`](crate::control::call_metadata)) and maps [`ControlError`]s to status
+//! codes, counting each refusal by reason; the work happens in [`ControlPlane`]. What a
+//! request authenticated with (a [`Credential`]) goes with it: a session answers GET, PATCH
+//! and DELETE only for the credential that created it and the operator's static token, and
+//! is `404` to everyone else, as one that does not exist.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
-use std::collections::HashMap;
 
 use axum::extract::{DefaultBodyLimit, Extension, Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -22,7 +25,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tower_http::cors::CorsLayer;
 
-use crate::auth::Authenticator;
+use crate::auth::token_uses::UseRefused;
+use crate::auth::{Authenticator, Credential};
+use crate::control::call_metadata::{caller_metadata, CallMetadata};
 use crate::control::client_origin::ProxyTrust;
 use crate::control::plane::{ControlError, ControlPlane, Requester};
 use crate::control::signaling_server::peer_addr;
@@ -47,10 +52,6 @@ pub struct AppState {
 /// Response headers of a `201` that name the chosen relay ingress and why.
 const INGRESS_HEADER: &str = "x-voxgate-ingress";
 const INGRESS_REASON_HEADER: &str = "x-voxgate-ingress-reason";
-
-/// Metadata a per-call token carried, handed from the auth check to the handler.
-#[derive(Clone, Default)]
-struct TokenMetadata(HashMap<String, String>);
 
 pub fn router(state: AppState) -> Router {
     let max_body_bytes = state.max_body_bytes;
@@ -97,16 +98,23 @@ impl IntoResponse for ControlError {
             | ControlError::LoopsSaturated(_)
             | ControlError::ProcessSaturated(_)
             | ControlError::NoBackend => StatusCode::SERVICE_UNAVAILABLE,
-            ControlError::RateLimited(_) | ControlError::ClientCap(_) => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ControlError::RateLimited(_)
+            | ControlError::ClientCap(_)
+            | ControlError::SessionRestartLimited(_)
+            | ControlError::AddressRestartLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ControlError::TokenUse(UseRefused::Spent(_)) => StatusCode::UNAUTHORIZED,
+            ControlError::TokenUse(UseRefused::Full) => StatusCode::SERVICE_UNAVAILABLE,
             ControlError::NotFound => StatusCode::NOT_FOUND,
             ControlError::Conflict(_) => StatusCode::CONFLICT,
             ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let retry_after = match &self {
             // Whole seconds, rounded up: a client retrying at once would be refused again.
-            ControlError::RateLimited(wait) => Some(wait.as_secs_f64().ceil().max(1.0) as u64),
+            ControlError::RateLimited(wait)
+            | ControlError::SessionRestartLimited(wait)
+            | ControlError::AddressRestartLimited(wait) => {
+                Some(wait.as_secs_f64().ceil().max(1.0) as u64)
+            }
             _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(1),
             ControlError::ClientCap(_) => Some(1),
             _ => None,
@@ -115,6 +123,10 @@ impl IntoResponse for ControlError {
         if let Some(secs) = retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         resp
     }
@@ -138,8 +150,8 @@ async fn require_token(State(state): State<AppState>, mut req: Request, next: Ne
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     match state.auth.check(presented, now) {
-        Ok(metadata) => {
-            req.extensions_mut().insert(TokenMetadata(metadata));
+        Ok(credential) => {
+            req.extensions_mut().insert(credential);
             next.run(req).await
         }
         Err(e) => {
@@ -206,43 +218,23 @@ fn parse_id(id: &str) -> Result<SessionId, ControlError> {
     id.parse().map_err(|_| ControlError::NotFound)
 }
 
-/// Session metadata for the backend: the POST's query parameters and its `X-Voxgate-*`
-/// headers (lower-cased, prefix removed). Bounded so a client cannot make it large.
-fn session_metadata(
-    query: Option<&str>,
-    headers: &HeaderMap,
-) -> Result<HashMap<String, String>, String> {
-    // The same bounds as a per-call token's metadata.
-    use crate::auth::call_token::{
-        MAX_META_ENTRIES as MAX_ENTRIES, MAX_META_KEY as MAX_KEY, MAX_META_VALUE as MAX_VALUE,
-    };
-    let mut meta = HashMap::new();
-    let from_query = query
-        .into_iter()
-        .flat_map(|q| form_urlencoded::parse(q.as_bytes()))
-        .map(|(k, v)| (k.into_owned(), v.into_owned()));
-    let from_headers = headers.iter().filter_map(|(k, v)| {
-        let key = k.as_str().strip_prefix("x-voxgate-")?;
-        Some((key.to_string(), v.to_str().ok()?.to_string()))
-    });
-    for (k, v) in from_query.chain(from_headers) {
-        if k.is_empty() || k.len() > MAX_KEY || v.len() > MAX_VALUE {
-            return Err(format!(
-                "metadata keys must be 1..={MAX_KEY} bytes and values <= {MAX_VALUE}\n"
-            ));
-        }
-        meta.insert(k, v);
-        if meta.len() > MAX_ENTRIES {
-            return Err(format!("at most {MAX_ENTRIES} metadata entries\n"));
-        }
+/// Counts why the control plane refused a request (both counters where both apply), and
+/// hands the error on to become the answer.
+fn counted(state: &AppState, e: ControlError) -> ControlError {
+    let metrics = &state.control.metrics;
+    if let Some(reason) = e.refusal_reason() {
+        metrics.session_refused(reason);
     }
-    Ok(meta)
+    if let Some(reason) = e.rejected_reason() {
+        metrics.signaling_rejected(reason);
+    }
+    e
 }
 
 async fn create_session(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
-    Extension(TokenMetadata(granted)): Extension<TokenMetadata>,
+    Extension(credential): Extension<Credential>,
     extensions: axum::http::Extensions,
     headers: HeaderMap,
     body: Bytes,
@@ -250,22 +242,22 @@ async fn create_session(
     if !is_content_type(&headers, "application/sdp") {
         return Ok(unsupported_media_type());
     }
-    let mut metadata = match session_metadata(query.as_deref(), &headers) {
+    let signed = credential.signed_metadata().clone();
+    let from_headers = headers.iter().map(|(k, v)| (k.as_str(), v.as_bytes()));
+    let caller = match caller_metadata(query.as_deref(), from_headers, signed.len()) {
         Ok(m) => m,
-        Err(msg) => return Ok((StatusCode::BAD_REQUEST, msg).into_response()),
-    };
-    // What the application signed into a per-call token wins over what the client sent.
-    metadata.extend(granted);
-    let requester = requester(&state, &extensions, &headers);
-    let created = match state.control.create(&body, metadata, &requester).await {
-        Ok(c) => c,
         Err(e) => {
-            if let Some(reason) = e.refusal_reason() {
-                state.control.metrics.session_refused(reason);
-            }
-            return Err(e);
+            state.control.metrics.signaling_rejected(e.reason());
+            return Ok((StatusCode::BAD_REQUEST, format!("{e}\n")).into_response());
         }
     };
+    let metadata = CallMetadata { signed, caller };
+    let requester = requester(&state, &extensions, &headers, credential);
+    let created = state
+        .control
+        .create(&body, metadata, &requester)
+        .await
+        .map_err(|e| counted(&state, e))?;
     let location = format!(
         "{}/v1/sessions/{}",
         state.public_url.as_deref().unwrap_or(""),
@@ -300,9 +292,13 @@ fn requester(
     state: &AppState,
     extensions: &axum::http::Extensions,
     headers: &HeaderMap,
+    credential: Credential,
 ) -> Requester {
     let Some(peer) = peer_addr(extensions) else {
-        return Requester::default();
+        return Requester {
+            credential,
+            ..Requester::default()
+        };
     };
     let origin = state.proxy_trust.resolve(peer.ip(), headers);
     let metrics = &state.control.metrics;
@@ -316,26 +312,38 @@ fn requester(
     Requester {
         client: Some(origin.client),
         ingress_value: origin.ingress_value,
+        credential,
     }
 }
 
 async fn patch_session(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Extension(credential): Extension<Credential>,
+    extensions: axum::http::Extensions,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ControlError> {
-    let id = parse_id(&id)?;
+    let id = parse_id(&id).map_err(|e| counted(&state, e))?;
     if is_content_type(&headers, "application/trickle-ice-sdpfrag") {
         // ICE-lite learns the client's addresses from its checks; trickled candidates add
-        // nothing. Accept them so standard WHIP clients work.
-        state.control.snapshot(id).await?;
+        // nothing. Accept them so standard WHIP clients work; the media loop never hears of
+        // them, so they need no rate limit.
+        state
+            .control
+            .loop_for(id, &credential)
+            .map_err(|e| counted(&state, e))?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     if !is_content_type(&headers, "application/sdp") {
         return Ok(unsupported_media_type());
     }
-    let answer = state.control.ice_restart(id, &body).await?;
+    let requester = requester(&state, &extensions, &headers, credential);
+    let answer = state
+        .control
+        .ice_restart(id, &body, &requester)
+        .await
+        .map_err(|e| counted(&state, e))?;
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/sdp")],
@@ -347,17 +355,28 @@ async fn patch_session(
 async fn delete_session(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Extension(credential): Extension<Credential>,
 ) -> Result<StatusCode, ControlError> {
-    state.control.delete(parse_id(&id)?).await?;
+    let id = parse_id(&id).map_err(|e| counted(&state, e))?;
+    state
+        .control
+        .delete(id, &credential)
+        .await
+        .map_err(|e| counted(&state, e))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn get_session(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Extension(credential): Extension<Credential>,
 ) -> Result<Response, ControlError> {
-    let id = parse_id(&id)?;
-    let snap = state.control.snapshot(id).await?;
+    let id = parse_id(&id).map_err(|e| counted(&state, e))?;
+    let snap = state
+        .control
+        .snapshot(id, &credential)
+        .await
+        .map_err(|e| counted(&state, e))?;
     let ingress = state.control.ingress_of(id);
     Ok(Json(SessionView {
         snapshot: snap,

@@ -9,7 +9,34 @@ use std::time::{Duration, Instant};
 use voxgate_testkit::client_session::ClientSession;
 use voxgate_testkit::SessionConfig;
 
+use super::backend::TestWorker;
 use super::ServerProcess;
+
+/// `secs` of a `hz` sine at `rate` Hz, PCM16.
+pub fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
+    let n = (secs * rate as f32) as usize;
+    (0..n)
+        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
+        .collect()
+}
+
+/// The neighbour of an attack: a caller of `server` whose call `worker` (a 48 kHz worker with
+/// no other call) has attached, and to which it plays a 30 s reply; returns it and its
+/// session id.
+pub fn playing_neighbour(
+    server: &ServerProcess,
+    worker: &TestWorker,
+) -> (TimestampedClient, String) {
+    let mut neighbour = TimestampedClient::open(server);
+    let id = neighbour.session.session_id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !(neighbour.session.is_connected() && worker.attached().len() == 1) {
+        assert!(Instant::now() < deadline, "the neighbour did not connect");
+        neighbour.drive_for(Duration::from_millis(20));
+    }
+    worker.play(&id, &tone(700.0, 30.0, 48_000), "reply");
+    (neighbour, id)
+}
 
 /// A caller of `server` that sends a 500 Hz tone for two minutes and offers a data channel.
 pub fn caller_config(server: &ServerProcess) -> SessionConfig {
@@ -126,6 +153,16 @@ impl TimestampedClient {
                     .handle_datagram(Instant::now(), self.media, local, b);
             }
         }
+    }
+}
+
+/// Asserts that a new caller of `server` connects (ICE + DTLS) within 10 s.
+pub fn a_new_caller_connects(server: &ServerProcess) {
+    let mut fresh = TimestampedClient::open(server);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !fresh.session.is_connected() {
+        assert!(Instant::now() < deadline, "a new caller could not connect");
+        fresh.drive_for(Duration::from_millis(20));
     }
 }
 

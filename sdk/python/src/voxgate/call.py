@@ -99,6 +99,8 @@ class Call:
         session_id: str,
         metadata: Mapping[str, str],
         attempt: int,
+        signed_metadata: Mapping[str, str] | None = None,
+        caller_metadata: Mapping[str, str] | None = None,
         worker_id: str,
         ingress: str = "",
         ingress_reason: str = "",
@@ -112,7 +114,15 @@ class Call:
         on_done: Callable[[Call], None],
     ) -> None:
         self.session_id = session_id
-        #: Query parameters of the caller's POST and its X-Voxgate-* headers.
+        #: What the application server signed into the caller's per-call token (its `meta`):
+        #: the only metadata the caller cannot choose. Empty for the static token.
+        self.signed_metadata: dict[str, str] = dict(signed_metadata or {})
+        #: What the caller sent: its POST's query parameters and X-Voxgate-* headers. Anyone
+        #: with a token chooses these; never take them for who the caller is.
+        self.caller_metadata: dict[str, str] = dict(caller_metadata or {})
+        #: Both merged, a signed value winning a key in both (the transceiver's older,
+        #: merged map, kept for backends written before the split): a key the token did not
+        #: set may come from the caller here.
         self.metadata: dict[str, str] = dict(metadata)
         #: 1 for the first dispatch, 2 after a worker was lost or declined, ...
         self.attempt = attempt

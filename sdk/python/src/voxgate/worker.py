@@ -255,6 +255,7 @@ class Worker:
 
         call = Call(
             session_id=dispatch.session_id, metadata=dispatch.metadata,
+            signed_metadata=dispatch.signed_metadata, caller_metadata=dispatch.caller_metadata,
             attempt=dispatch.attempt, worker_id=self.worker_id, target=link.target,
             ingress=dispatch.ingress, ingress_reason=dispatch.ingress_reason,
             transport=link.transport, sample_rate=self.sample_rate, mode=self.mode,

@@ -76,6 +76,16 @@ def sent_texts(transport: FakeTransport) -> list[str]:
     return [m.data.text for m in transport.stream.written if m.WhichOneof("kind") == "data"]
 
 
+def test_signed_and_caller_metadata_are_kept_apart_and_default_to_empty():
+    call, _, _ = make_call(FakeTransport())
+    assert (call.signed_metadata, call.caller_metadata) == ({}, {})
+    assert call.metadata == {"model": "small"}
+    call, _, _ = make_call(FakeTransport(), signed_metadata={"user": "alice"},
+                           caller_metadata={"user": "admin"})
+    assert call.signed_metadata == {"user": "alice"}
+    assert call.caller_metadata == {"user": "admin"}
+
+
 async def test_accept_sends_the_workers_choices_and_the_call_is_attached():
     transport = FakeTransport()
     call, _, _ = make_call(transport, mode=AudioMode.OPUS_PASSTHROUGH, progress_interval_ms=100,

@@ -47,6 +47,17 @@ pub struct AdmissionFlags {
     /// POSTs a client IP may make at once before --post-rate-per-ip applies.
     #[arg(long, env = "VOXGATE_POST_BURST_PER_IP", default_value_t = 100)]
     pub post_burst_per_ip: u32,
+
+    /// ICE restarts (PATCH with a new offer) a client IP (an IPv6 /64) may make per second,
+    /// over all its sessions, sustained; beyond it PATCH answers 429 with Retry-After. Each
+    /// session also has its own bucket (4 at once, then one every 5 s). 0 turns the per-IP
+    /// limit off.
+    #[arg(long, env = "VOXGATE_RESTART_RATE_PER_IP", default_value_t = 10.0)]
+    pub restart_rate_per_ip: f64,
+
+    /// ICE restarts a client IP may make at once before --restart-rate-per-ip applies.
+    #[arg(long, env = "VOXGATE_RESTART_BURST_PER_IP", default_value_t = 50)]
+    pub restart_burst_per_ip: u32,
 }
 
 /// How long a session may take to connect and to last, and how long shutdown waits for it.
@@ -78,10 +89,14 @@ fn parse_busy_ratio(s: &str) -> Result<f64, String> {
 }
 
 impl AdmissionFlags {
-    /// `--post-rate-per-ip` is a rate: finite and not negative.
+    /// `--post-rate-per-ip` and `--restart-rate-per-ip` are rates: finite and not negative.
     pub fn check_post_rate(&self) -> Result<(), ConfigError> {
-        if !(self.post_rate_per_ip.is_finite() && self.post_rate_per_ip >= 0.0) {
+        let rate = |r: f64| r.is_finite() && r >= 0.0;
+        if !rate(self.post_rate_per_ip) {
             return Err(ConfigError::BadPostRate);
+        }
+        if !rate(self.restart_rate_per_ip) {
+            return Err(ConfigError::BadRestartRate);
         }
         Ok(())
     }
@@ -91,6 +106,15 @@ impl AdmissionFlags {
         RateLimitConfig {
             rate: self.post_rate_per_ip,
             burst: self.post_burst_per_ip,
+            max_clients: 65_536,
+        }
+    }
+
+    /// The per-client-IP token buckets of ICE restarts.
+    pub fn restart_rate_limit(&self) -> RateLimitConfig {
+        RateLimitConfig {
+            rate: self.restart_rate_per_ip,
+            burst: self.restart_burst_per_ip,
             max_clients: 65_536,
         }
     }

@@ -45,6 +45,16 @@ pub enum ConfigError {
     },
     #[error("--post-rate-per-ip must be a finite number >= 0")]
     BadPostRate,
+    #[error("--restart-rate-per-ip must be a finite number >= 0")]
+    BadRestartRate,
     #[error("{0}")]
     Ingress(#[from] IngressError),
+    #[error(
+        "a fleet key (--fleet-key / --fleet-key-file) and {advertised} are set but --relays is \
+         empty: every datagram the relays forward would be dropped (relay_not_allowed) and \
+         callers would wait in ICE checking. Set --relays to the relays' networks (e.g. \
+         --relays 10.0.0.0/8), or pass --no-relays if the advertised addresses reach this \
+         transceiver directly"
+    )]
+    FleetKeyWithoutRelays { advertised: &'static str },
 }

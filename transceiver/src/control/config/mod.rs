@@ -103,6 +103,12 @@ impl Config {
         self.auth.check_binds(&self.listen)
     }
 
+    /// Refuses a fleet key with advertised relay addresses but no `--relays` (see
+    /// [`RoutingFlags::check_relays`]).
+    pub fn check_relays(&self) -> Result<(), ConfigError> {
+        self.routing.check_relays(&self.ingress)
+    }
+
     /// What every media loop shares.
     pub fn loop_settings(&self) -> LoopSettings {
         self.media
@@ -131,6 +137,7 @@ impl Config {
             max_process_cpu: admission.max_process_cpu,
             max_sessions_per_ip: admission.max_sessions_per_ip,
             rate_limit: admission.rate_limit(),
+            restart_rate_limit: admission.restart_rate_limit(),
             max_session: self.sessions.max_session_duration(),
             backend_stall: self.backend.backend_stall(),
         })

@@ -28,6 +28,19 @@ pub struct RoutingFlags {
     #[arg(long, env = "VOXGATE_RELAYS", value_delimiter = ',', value_parser = parse_net)]
     pub relays: Vec<ipnet::IpNet>,
 
+    /// Says on purpose that no relay sits in front of this transceiver although a fleet key and
+    /// addresses to advertise (--advertise or --ingress, e.g. a 1:1 NAT's public address) are
+    /// set. Without it, that combination with an empty --relays refuses to start: every
+    /// datagram a relay forwarded would be dropped (`relay_not_allowed`) and callers would
+    /// wait in ICE checking.
+    #[arg(
+        long,
+        env = "VOXGATE_NO_RELAYS",
+        default_value_t = false,
+        conflicts_with = "relays"
+    )]
+    pub no_relays: bool,
+
     /// Cluster id written into routing hints (relays forward other clusters' hints onward).
     #[arg(long, env = "VOXGATE_CLUSTER_ID", default_value_t = 0)]
     pub cluster_id: u32,
@@ -135,6 +148,24 @@ impl RoutingFlags {
             }
             None => Ok(media_listen.ip()),
         }
+    }
+
+    /// Refuses a fleet key (the sign of a fleet behind relays) with addresses to advertise but
+    /// no `--relays`: the loops would believe no relay and drop everything relays forward,
+    /// with only a counter to show for it. `--no-relays` says the combination is meant.
+    pub fn check_relays(&self, ingress: &IngressFlags) -> Result<(), ConfigError> {
+        let keyed = self.fleet_key.is_some() || self.fleet_key_file.is_some();
+        let advertised = if !ingress.advertise.is_empty() {
+            "--advertise"
+        } else if !ingress.ingresses.is_empty() {
+            "--ingress"
+        } else {
+            return Ok(());
+        };
+        if keyed && self.relays.is_empty() && !self.no_relays {
+            return Err(ConfigError::FleetKeyWithoutRelays { advertised });
+        }
+        Ok(())
     }
 
     pub fn fleet_key(&self) -> Result<(FleetKey, KeySource), ConfigError> {

@@ -295,3 +295,52 @@ fn absent_fleet_key_is_random_per_process() {
     let (_, source) = c.routing.fleet_key().unwrap();
     assert_eq!(source, KeySource::RandomPerProcess);
 }
+
+#[test]
+fn a_fleet_key_with_advertised_addresses_needs_relays_or_no_relays() {
+    const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let err = parse(&["--fleet-key", KEY, "--advertise", "203.0.113.7:3478"])
+        .check_relays()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--relays") && err.contains("--advertise") && err.contains("--no-relays"),
+        "{err}"
+    );
+    let c = parse(&[
+        "--fleet-key-file",
+        "/k",
+        "--ingress",
+        "eu=198.51.100.10:3478",
+    ]);
+    assert!(matches!(
+        c.check_relays(),
+        Err(ConfigError::FleetKeyWithoutRelays {
+            advertised: "--ingress"
+        })
+    ));
+    for ok in [
+        &[
+            "--fleet-key",
+            KEY,
+            "--advertise",
+            "203.0.113.7:3478",
+            "--relays",
+            "10.0.0.0/8",
+        ][..],
+        &[
+            "--fleet-key",
+            KEY,
+            "--advertise",
+            "203.0.113.7:3478",
+            "--no-relays",
+        ][..],
+        &["--advertise", "203.0.113.7:3478"][..],
+        &["--fleet-key", KEY][..],
+    ] {
+        assert!(parse(ok).check_relays().is_ok(), "{ok:?}");
+    }
+    assert!(
+        Config::try_parse_from(["transceiver", "--relays", "10.0.0.0/8", "--no-relays"]).is_err()
+    );
+}
