@@ -6,6 +6,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 use voxgate_testkit::client_session::ClientSession;
 use voxgate_testkit::SessionConfig;
 
@@ -102,6 +103,36 @@ impl TimestampedClient {
             cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
         }
         Some((n as usize, Duration::ZERO))
+    }
+
+    /// Drives the client until it has sent a binding request for its session (it checks its
+    /// candidate pair while ICE runs, then for consent every few seconds); returns a copy. The
+    /// check carries the caller's real credentials: replayed, str0m answers it.
+    pub fn capture_check(&mut self, limit: Duration) -> Vec<u8> {
+        let deadline = Instant::now() + limit;
+        let mut buf = [0u8; 2048];
+        let local = self.sock.local_addr().unwrap();
+        while Instant::now() < deadline {
+            let now = Instant::now();
+            if self.session.poll_timeout().is_some_and(|t| t <= now) {
+                self.session.handle_timeout(now);
+            }
+            let mut check = None;
+            while let Some(t) = self.session.poll_transmit() {
+                if looks_like_stun(&t.contents) && server_ufrag(&t.contents).is_ok() {
+                    check = Some(t.contents.to_vec());
+                }
+                let _ = self.sock.send_to(&t.contents, self.media);
+            }
+            if let Some(check) = check {
+                return check;
+            }
+            if let Ok((n, _)) = self.sock.recv_from(&mut buf) {
+                self.session
+                    .handle_datagram(Instant::now(), self.media, local, &buf[..n]);
+            }
+        }
+        panic!("the client sent no check");
     }
 
     pub fn drive_for(&mut self, d: Duration) {
