@@ -259,9 +259,9 @@ pub struct TcpFlags {
 
     /// Cap on tentative TCP connections: awaiting their first frame, or forwarded but not
     /// answered by the transceiver yet (a hint proves neither that its session still exists
-    /// nor that the client knows its password). Past it a new connection closes the oldest
-    /// tentative one; established connections are never closed for a newcomer. Keep it well
-    /// below --tcp-max-connections, so that what never authenticates cannot fill the tier.
+    /// nor that the client knows its password). Past it, or into a full tier, a new
+    /// connection closes the oldest tentative one; established connections are never closed
+    /// for a newcomer.
     #[arg(long, env = "VOXGATE_RELAY_TCP_MAX_TENTATIVE", default_value_t = 2_500)]
     pub tcp_max_tentative: usize,
 
