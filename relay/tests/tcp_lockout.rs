@@ -285,36 +285,16 @@ fn an_established_connection_lives_on_the_transceivers_replies_not_on_its_client
     assert_eq!(closed(&relay, "idle_timeout"), 1.0);
 }
 
-/// `base` with the last 16 bits of its /64 prefix set to `n` and `host` as its last group.
-fn in_slash_64(base: Ipv6Addr, n: u16, host: u16) -> IpAddr {
-    let mut s = base.segments();
-    s[3] |= n;
-    s[7] = host;
-    IpAddr::from(Ipv6Addr::from(s))
-}
-
 #[test]
 fn ipv6_clients_are_capped_per_slash_56_and_per_slash_48_too() {
-    use voxgate_fleet_tests::netns::{check_privileges, HostSpec, Network};
+    use voxgate_fleet_tests::netns::{check_privileges, ipv6_in, Network};
     if let Err(e) = check_privileges() {
         eprintln!("skipped: {e}");
         return;
     }
     // One host whose loopback owns all of 2001:db8::/32, so any address in it can connect.
-    let net = Network::create_with_prefix("vgv6r-", &[HostSpec::new("host", &[])]).unwrap();
-    net.ip(
-        "host",
-        &["-6", "route", "add", "local", "2001:db8::/32", "dev", "lo"],
-    )
-    .unwrap();
-    let sysctl = std::process::Command::new("ip")
-        .args(["netns", "exec", &net.ns("host")])
-        .args(["sysctl", "-qw", "net.ipv6.ip_nonlocal_bind=1"])
-        .status()
-        .unwrap();
-    assert!(sysctl.success());
-    let inside = std::thread::spawn(move || {
-        net.enter("host").unwrap();
+    let net = Network::loopback_owning("vgv6r-", "2001:db8::/32").unwrap();
+    let counts = net.run_in("host", || {
         let ip: IpAddr = "2001:db8::1".parse().unwrap();
         let ports = RelayPorts::new(1);
         let relay =
@@ -324,7 +304,7 @@ fn ipv6_clients_are_capped_per_slash_56_and_per_slash_48_too() {
         let slash_56: Ipv6Addr = "2001:db8:0:100::".parse().unwrap();
         for n in 0..8 {
             for host in 1..=64 {
-                held.push(tcp_from(in_slash_64(slash_56, n, host), relay.public, 1000));
+                held.push(tcp_from(ipv6_in(slash_56, n, host), relay.public, 1000));
             }
         }
         // One /48 (2001:db8:1::/48): 256 connections (the per-/56 cap) from each of 8 /56s.
@@ -332,7 +312,7 @@ fn ipv6_clients_are_capped_per_slash_56_and_per_slash_48_too() {
         for n56 in 0..8u16 {
             for n64 in 0..4u16 {
                 for host in 1..=64 {
-                    let from = in_slash_64(slash_48, (n56 << 8) | n64, host);
+                    let from = ipv6_in(slash_48, (n56 << 8) | n64, host);
                     held.push(tcp_from(from, relay.public, 1000));
                 }
             }
@@ -362,7 +342,7 @@ fn ipv6_clients_are_capped_per_slash_56_and_per_slash_48_too() {
         drop((held, other));
         (per_56, per_48, per_ip, open)
     });
-    let (per_56, per_48, per_ip, open) = inside.join().unwrap();
+    let (per_56, per_48, per_ip, open) = counts;
     assert_eq!(per_56, 256.0, "512 from one /56, 256 allowed");
     assert_eq!(per_48, 1024.0, "2048 from one /48, 1024 allowed");
     assert_eq!(per_ip, 0.0, "no /64 went past its own cap");

@@ -10,16 +10,9 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::backend::TestWorker;
+use support::backend::{tone, TestWorker};
 use support::probe::{cpu_time, gap_stats, rss_kib, TimestampedClient};
 use support::{metric_sum, metrics, snapshot, ServerProcess};
-
-fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
-}
 
 #[test]
 fn a_check_flood_from_new_addresses_is_bounded_and_the_neighbour_keeps_its_pace() {

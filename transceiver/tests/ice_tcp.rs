@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::backend::TestWorker;
+use support::backend::{tone, TestWorker};
 use support::raw_tcp::{connect_from, read_until_closed};
 use support::{
     binding_request, drive_fleet_until, metric_sum, metrics, snapshot, transceiver_bin,
@@ -47,13 +47,6 @@ fn caller(server: &ServerProcess, udp: bool, tcp: bool) -> SessionConfig {
         tcp,
         ..SessionConfig::default()
     }
-}
-
-fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
 }
 
 /// 20 ms frames (48 kHz) of `pcm` louder than -30 dBFS.

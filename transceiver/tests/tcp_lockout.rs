@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::backend::TestWorker;
+use support::backend::{tone, TestWorker};
 use support::probe::{gap_stats, rss_kib, TimestampedClient};
 use support::raw_tcp::{connect_from, read_until_closed};
 use support::{http_delete, metric_sum, metrics, wait_metric, ServerProcess};
@@ -23,13 +23,6 @@ use voxgate_testkit::{Fleet, SessionConfig};
 
 /// What kept a connection before: one RFC 4571 frame of one byte, 3 bytes on the wire.
 const JUNK: [u8; 3] = [0, 1, 0x42];
-
-fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
-}
 
 fn closed_count(server: &ServerProcess, reason: &str) -> u64 {
     metric_sum(
@@ -314,36 +307,16 @@ fn junk_never_keeps_a_tcp_connection_open_and_answered_checks_do() {
     assert_eq!(closed_count(&server, "idle_timeout"), 1);
 }
 
-/// The /64s of an IPv6 prefix: `base` with its 64-bit prefix's last 16 bits set to `n`.
-fn in_slash_64(base: Ipv6Addr, n: u16, host: u16) -> IpAddr {
-    let mut s = base.segments();
-    s[3] |= n;
-    s[7] = host;
-    IpAddr::from(Ipv6Addr::from(s))
-}
-
 #[test]
 fn ipv6_callers_are_capped_per_slash_56_and_per_slash_48_too() {
-    use voxgate_fleet_tests::netns::{check_privileges, HostSpec, Network};
+    use voxgate_fleet_tests::netns::{check_privileges, ipv6_in, Network};
     if let Err(e) = check_privileges() {
         eprintln!("skipped: {e}");
         return;
     }
     // One host whose loopback owns all of 2001:db8::/32, so any address in it can connect.
-    let net = Network::create_with_prefix("vgv6t-", &[HostSpec::new("host", &[])]).unwrap();
-    net.ip(
-        "host",
-        &["-6", "route", "add", "local", "2001:db8::/32", "dev", "lo"],
-    )
-    .unwrap();
-    let sysctl = std::process::Command::new("ip")
-        .args(["netns", "exec", &net.ns("host")])
-        .args(["sysctl", "-qw", "net.ipv6.ip_nonlocal_bind=1"])
-        .status()
-        .unwrap();
-    assert!(sysctl.success());
-    let inside = std::thread::spawn(move || {
-        net.enter("host").unwrap();
+    let net = Network::loopback_owning("vgv6t-", "2001:db8::/32").unwrap();
+    let counts = net.run_in("host", || {
         let listener: SocketAddr = "[2001:db8::1]:47000".parse().unwrap();
         let server = ServerProcess::start(&[
             "--loops",
@@ -359,7 +332,7 @@ fn ipv6_callers_are_capped_per_slash_56_and_per_slash_48_too() {
         let slash_56: Ipv6Addr = "2001:db8:0:100::".parse().unwrap();
         for n in 0..8 {
             for host in 1..=16 {
-                held.push(connect_from(listener, in_slash_64(slash_56, n, host)).unwrap());
+                held.push(connect_from(listener, ipv6_in(slash_56, n, host)).unwrap());
             }
         }
         // One /48 (2001:db8:1::/48): 64 connections (the per-/56 cap) from each of 8 /56s.
@@ -367,7 +340,7 @@ fn ipv6_callers_are_capped_per_slash_56_and_per_slash_48_too() {
         for n56 in 0..8u16 {
             for n64 in 0..4u16 {
                 for host in 1..=16 {
-                    let from = in_slash_64(slash_48, (n56 << 8) | n64, host);
+                    let from = ipv6_in(slash_48, (n56 << 8) | n64, host);
                     held.push(connect_from(listener, from).unwrap());
                 }
             }
@@ -396,7 +369,7 @@ fn ipv6_callers_are_capped_per_slash_56_and_per_slash_48_too() {
         drop((held, other));
         (per_56, per_48, per_ip, open)
     });
-    let (per_56, per_48, per_ip, open) = inside.join().unwrap();
+    let (per_56, per_48, per_ip, open) = counts;
     assert_eq!(per_56, 64, "128 from one /56, 64 allowed");
     assert_eq!(per_48, 256, "512 from one /48, 256 allowed");
     assert_eq!(per_ip, 0, "no /64 went past its own cap");

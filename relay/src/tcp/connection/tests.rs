@@ -209,9 +209,8 @@ fn the_first_frame_timer_runs_from_the_accept_and_is_not_extended() {
     assert_eq!(c.deadline(&T), t0 + T.first_frame);
 }
 
-#[test]
-fn a_forwarded_connection_is_tentative_until_its_first_reply_and_closes_without_one() {
-    let t0 = Instant::now();
+/// A connection accepted at `t0` whose valid first frame came a second later.
+fn forwarded_a_second_after(t0: Instant) -> Connection {
     let mut c = Connection::new(t0, 1, client());
     c.on_frame(
         t0 + Duration::from_secs(1),
@@ -219,6 +218,13 @@ fn a_forwarded_connection_is_tentative_until_its_first_reply_and_closes_without_
         &cfg(),
         &clock(t0),
     );
+    c
+}
+
+#[test]
+fn a_forwarded_connection_is_tentative_until_its_first_reply_and_closes_without_one() {
+    let t0 = Instant::now();
+    let mut c = forwarded_a_second_after(t0);
     assert!(c.is_forwarding());
     assert!(!c.is_established(), "nothing answered yet");
     // Past the first-frame deadline: no longer relevant; the tentative one runs from the first
@@ -235,13 +241,7 @@ fn a_forwarded_connection_is_tentative_until_its_first_reply_and_closes_without_
 #[test]
 fn once_established_only_the_next_hops_replies_keep_the_connection_alive() {
     let t0 = Instant::now();
-    let mut c = Connection::new(t0, 1, client());
-    c.on_frame(
-        t0 + Duration::from_secs(1),
-        &check(0, loop_addr(), SystemTime::now()),
-        &cfg(),
-        &clock(t0),
-    );
+    let mut c = forwarded_a_second_after(t0);
     let reply = RelayHeader {
         direction: Direction::ToClient,
         client: client(),
