@@ -97,6 +97,69 @@ fn tcp_listens_beside_udp_by_default_and_can_be_turned_off() {
 }
 
 #[test]
+fn own_cluster_as_peer_is_rejected() {
+    assert!(matches!(
+        parse(&["--cluster-id", "3", "--peer-cluster", "3=10.0.0.1:3478"]),
+        Err(ConfigError::PeerIsSelf(3))
+    ));
+}
+
+#[test]
+fn missing_or_bad_key_is_rejected_without_echoing_it() {
+    let args = Args::try_parse_from(["relay"]).unwrap();
+    assert!(matches!(
+        Config::from_args(args),
+        Err(ConfigError::MissingFleetKey)
+    ));
+    let secret = "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+    let args = Args::try_parse_from(["relay", "--fleet-key", secret]).unwrap();
+    let err = Config::from_args(args).unwrap_err().to_string();
+    assert!(!err.contains("0102030405"), "{err}");
+}
+
+#[test]
+fn keys_are_read_from_files_with_their_ids() {
+    let dir = std::env::temp_dir();
+    let current = dir.join(format!("voxgate-relay-key-{}", std::process::id()));
+    std::fs::write(&current, format!("{KEY}\n")).unwrap();
+    let args = Args::try_parse_from([
+        "relay",
+        "--fleet-key-file",
+        current.to_str().unwrap(),
+        "--fleet-key-id",
+        "7",
+        "--previous-fleet-key",
+        KEY,
+        "--previous-fleet-key-id",
+        "6",
+    ])
+    .unwrap();
+    let c = Config::from_args(args).unwrap();
+    std::fs::remove_file(&current).unwrap();
+    assert_eq!(c.routing.keyring.current().id(), 7);
+    let missing = Args::try_parse_from(["relay", "--fleet-key-file", "/nonexistent/key"]);
+    assert!(matches!(
+        Config::from_args(missing.unwrap()),
+        Err(ConfigError::KeyFile { .. })
+    ));
+}
+
+#[test]
+fn config_debug_does_not_print_the_key() {
+    let c = parse(&[
+        "--previous-fleet-key",
+        KEY,
+        "--redis",
+        "redis://:hunter2@10.0.0.9:6379",
+    ])
+    .unwrap();
+    let dbg = format!("{c:?}");
+    assert!(!dbg.contains("hunter2"), "{dbg}");
+    assert!(!dbg.contains("0102"), "{dbg}");
+    assert!(!dbg.contains("[0, 1, 2"), "{dbg}");
+}
+
+#[test]
 fn tcp_connections_are_tentative_until_answered_and_capped_per_ipv6_prefix_by_default() {
     let tcp = parse(&[]).unwrap().tcp.unwrap();
     assert_eq!(tcp.max_tentative, 2_500);
