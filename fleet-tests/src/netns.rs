@@ -14,6 +14,7 @@
 
 use std::fs::{self, File};
 use std::io;
+use std::net::{IpAddr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::Command;
@@ -179,6 +180,45 @@ impl Network {
         Ok(net)
     }
 
+    /// A network of one host, `host`, whose loopback owns every address of the IPv6 prefix
+    /// `cidr` (a local route for all of it) and which may bind any of them: a test inside can
+    /// connect from as many sources, in as many /64s, /56s or /48s, as it likes.
+    pub fn loopback_owning(prefix: &'static str, cidr: &str) -> Result<Network, NetworkError> {
+        let net = Self::create_with_prefix(prefix, &[HostSpec::new("host", &[])])?;
+        net.ip("host", &["-6", "route", "add", "local", cidr, "dev", "lo"])?;
+        let ns = net.ns("host");
+        let sysctl = [
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.ip_nonlocal_bind=1",
+        ];
+        ip(&sysctl)?;
+        Ok(net)
+    }
+
+    /// Runs `f` on a thread of its own inside host `host` (the sockets it opens, and the
+    /// processes and threads it starts, use that host's network) and returns what `f` returns;
+    /// a panic in `f` is resumed here. The network is deleted afterwards.
+    pub fn run_in<T: Send + 'static>(
+        self,
+        host: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let host = host.to_owned();
+        let inside = std::thread::spawn(move || {
+            self.enter(&host).expect("enter the namespace");
+            let out = f();
+            drop(self);
+            out
+        });
+        inside
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+
     fn add_namespace(&mut self, short: &str) -> Result<String, NetworkError> {
         let ns = self.ns(short);
         ip(&["netns", "add", &ns])?;
@@ -242,6 +282,15 @@ fn ip(args: &[&str]) -> Result<(), NetworkError> {
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
         })
     }
+}
+
+/// Address `host` (its last 16 bits) of /64 number `subnet` (the last 16 bits of the /64
+/// prefix) of `prefix`, e.g. inside a prefix a [`Network::loopback_owning`] host owns.
+pub fn ipv6_in(prefix: Ipv6Addr, subnet: u16, host: u16) -> IpAddr {
+    let mut s = prefix.segments();
+    s[3] |= subnet;
+    s[7] = host;
+    IpAddr::V6(Ipv6Addr::from(s))
 }
 
 /// Kills the processes still inside `ns` and deletes it. Only for namespaces the caller made

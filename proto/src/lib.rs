@@ -18,6 +18,10 @@
 //!    (to a relay or a transceiver loop) carries each datagram behind a 2-byte length. The
 //!    module holds the one frame decoder and bounded drop-oldest write queue every side uses.
 //!
+//! Beside the codecs, [`source_caps`] says who counts as one client (an IPv4 address or an IPv6
+//! /64) and counts the connections one network holds, per source and per IPv6 /56 and /48: the
+//! ICE-TCP listeners of the relay and of the transceiver's loops apply the same caps.
+//!
 //! Every decoder takes `&[u8]`, returns borrowed views or small `Copy` values, never
 //! allocates (the RFC 4571 stream decoder allocates its one buffer when it is made) and never
 //! panics, whatever the input; errors are typed and carry a short `as_str()` label for drop
@@ -60,6 +64,7 @@ pub mod hint;
 pub mod relay_header;
 pub mod rfc4571;
 pub mod rtp_header;
+pub mod source_caps;
 pub mod stun_username;
 
 pub use hint::{

@@ -59,9 +59,9 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
+use voxgate_proto::source_caps::client_source;
 use voxgate_proto::{is_relay_framed, looks_like_stun, Direction, RelayHeader, Transport};
 
-use crate::client_source::client_source;
 use crate::config::RoutingConfig;
 use crate::drop_reason::DropReason;
 pub use crate::first_hop::HINT_CLOCK_SKEW;

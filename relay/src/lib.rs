@@ -20,7 +20,8 @@
 //! Beside the decision, below everything that uses them: [`first_hop`] (may a binding request
 //! open a flow or a TCP connection, and to which next hop; both transports ask it),
 //! [`drop_reason`] (why a datagram was not forwarded, the `reason` label of every drop
-//! counter) and [`client_source`] (the unit per-source caps count).
+//! counter) and, from the proto crate, [`voxgate_proto::source_caps`] (the unit per-source
+//! caps count, and the TCP caps per source and IPv6 /56 and /48, shared with the transceiver).
 //!
 //! Off the packet path: [`route_cache`] (a thread owning the Redis connection: routes of
 //! established flows are written there so that, after a relay restart, an unknown
@@ -37,7 +38,6 @@
 
 /// Batched UDP I/O, shared with the transceiver (crate `voxgate-udp-batch`).
 pub use voxgate_udp_batch as batch_io;
-pub mod client_source;
 pub mod config;
 pub mod drop_reason;
 pub mod first_hop;

@@ -10,8 +10,9 @@
 //! The series both transports share (`packets_forwarded`, `bytes_forwarded`, `drops`,
 //! `flows_active`, `flows_created`) carry `transport="udp"` from the workers and
 //! `transport="tcp"` (with `worker="tcp"`) from the TCP thread, which publishes
-//! ([`TcpSnapshot`]) the same way; `flows_*` of TCP count connections whose first frame was
-//! accepted. The `tcp_connections_*` families are TCP's own.
+//! ([`TcpSnapshot`]) the same way; `flows_created` and `flows_active` of TCP count connections
+//! whose first frame was accepted, `flows_established` those the transceiver answered on. The
+//! `tcp_connections_*` families are TCP's own.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -65,6 +66,7 @@ pub struct Metrics {
     redis_connected: Gauge,
     scrapes_refused: [Counter; ScrapeRefusal::ALL.len()],
     tcp_open: Gauge,
+    tcp_tentative: Gauge,
     tcp_accepted: Counter,
     tcp_refused: Counters,
     tcp_closed: Counters,
@@ -195,6 +197,12 @@ impl Metrics {
                 "tcp_connections_open",
                 "Client TCP connections held (awaiting their first frame or forwarding)",
             ),
+            tcp_tentative: register(
+                r,
+                "tcp_connections_tentative",
+                "Client TCP connections not answered by their transceiver yet (awaiting their \
+                 first frame, or its reply)",
+            ),
             tcp_accepted: register(
                 r,
                 "tcp_connections_accepted",
@@ -203,7 +211,8 @@ impl Metrics {
             tcp_refused: register(
                 r,
                 "tcp_connections_refused",
-                "Client TCP connections closed at accept, by reason (per_ip_cap, global_cap)",
+                "Client TCP connections closed at accept, by reason (per_ip_cap, global_cap, per_56_cap, \
+                 per_48_cap)",
             ),
             tcp_closed: register(
                 r,
@@ -286,8 +295,10 @@ impl Metrics {
         };
         let reason = |f: &Counters, r: &str| handle(f, &vec![("reason", r.to_owned())]);
         TcpMetrics {
+            established: handle(&self.flows_established, &labels(None)),
             shared: self.shared(labels),
             open: self.tcp_open.clone(),
+            tentative: self.tcp_tentative.clone(),
             accepted: self.tcp_accepted.clone(),
             refused: Refusal::ALL.map(|r| reason(&self.tcp_refused, r.as_str())),
             closed: CloseReason::ALL.map(|r| reason(&self.tcp_closed, r.as_str())),
@@ -479,8 +490,12 @@ pub struct TcpSnapshot {
     pub flows_active: u64,
     /// Connections whose first frame was accepted.
     pub flows_created: u64,
+    /// Connections the transceiver answered on (no longer tentative).
+    pub flows_established: u64,
     /// Connections held now.
     pub open: u64,
+    /// Connections held now that are still tentative.
+    pub tentative: u64,
     /// Connections accepted past the caps.
     pub accepted: u64,
     /// Connections refused at accept, per [`Refusal::index`].
@@ -492,7 +507,9 @@ pub struct TcpSnapshot {
 /// Metric handles of the TCP thread.
 pub struct TcpMetrics {
     shared: SharedMetrics,
+    established: Counter,
     open: Gauge,
+    tentative: Gauge,
     accepted: Counter,
     refused: [Counter; Refusal::ALL.len()],
     closed: [Counter; CloseReason::ALL.len()],
@@ -507,7 +524,13 @@ impl TcpMetrics {
         add_all(&s.drops, &now.drops, &before.drops);
         gauge(&s.flows_active, now.flows_active);
         add(&s.flows_created, now.flows_created, before.flows_created);
+        add(
+            &self.established,
+            now.flows_established,
+            before.flows_established,
+        );
         gauge(&self.open, now.open);
+        gauge(&self.tentative, now.tentative);
         add(&self.accepted, now.accepted, before.accepted);
         add_all(&self.refused, &now.refused, &before.refused);
         add_all(&self.closed, &now.closed, &before.closed);
@@ -602,6 +625,30 @@ mod tests {
             "packets_forwarded_total{worker=\"tcp\",direction=\"to_transceiver\",transport=\"tcp\"} 3",
             "tcp_connections_refused_total{reason=\"per_ip_cap\"} 2",
             "tcp_connections_open 5",
+        ] {
+            assert!(text.contains(needle), "{needle} in {text}");
+        }
+    }
+
+    #[test]
+    fn tcp_tentative_and_established_connections_and_the_new_reasons_are_published() {
+        let m = Metrics::new();
+        let t = m.tcp();
+        let mut tcp = TcpSnapshot {
+            tentative: 7,
+            flows_established: 3,
+            ..TcpSnapshot::default()
+        };
+        tcp.refused[Refusal::Per56Cap.index()] = 1;
+        tcp.closed[CloseReason::TentativeEvicted.index()] = 2;
+        t.publish(&tcp, &TcpSnapshot::default());
+        let text = m.encode();
+        for needle in [
+            "tcp_connections_tentative 7",
+            "flows_established_total{worker=\"tcp\",transport=\"tcp\"} 3",
+            "tcp_connections_refused_total{reason=\"per_56_cap\"} 1",
+            "tcp_connections_refused_total{reason=\"per_48_cap\"} 0",
+            "tcp_connections_closed_total{reason=\"tentative_evicted\"} 2",
         ] {
             assert!(text.contains(needle), "{needle} in {text}");
         }

@@ -417,13 +417,3 @@ fn tcp_listen_off_leaves_the_port_closed() {
     let relay = RelayProcess::start(&ports, 1, &["--tcp-listen", "off"]);
     assert!(TcpStream::connect(relay.public).is_err());
 }
-
-/// Resident memory of the relay process.
-fn rss_kib(relay: &RelayProcess) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", relay.child.id())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::backend::{TestTap, TestWorker, Transport};
+use support::backend::{tone, TestTap, TestWorker, Transport};
 use support::{drive_until, http_get, metric_sum, metrics, wait_metric, ServerProcess};
 use voxgate_testkit::signal::dominant_frequency;
 use voxgate_testkit::{Fleet, SessionConfig};
@@ -19,13 +19,6 @@ fn client(server: &ServerProcess, tone: f32, send_for: Duration) -> SessionConfi
         data_channel: true,
         ..Default::default()
     }
-}
-
-fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
 }
 
 fn assert_contiguous(frames: &[(u64, bool, Instant)], what: &str) {

@@ -15,37 +15,6 @@ use support::probe::{
     a_new_caller_connects, cpu_time, gap_stats, playing_neighbour, rss_kib, TimestampedClient,
 };
 use support::{metric_sum, metrics, snapshot, ServerProcess};
-use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
-
-/// Drives `client` until it has sent a binding request for its session (it checks its
-/// candidate pair while ICE runs, then for consent every few seconds); returns a copy.
-fn capture_check(client: &mut TimestampedClient, limit: Duration) -> Vec<u8> {
-    let deadline = Instant::now() + limit;
-    let mut buf = [0u8; 2048];
-    let local = client.sock.local_addr().unwrap();
-    while Instant::now() < deadline {
-        let now = Instant::now();
-        if client.session.poll_timeout().is_some_and(|t| t <= now) {
-            client.session.handle_timeout(now);
-        }
-        let mut check = None;
-        while let Some(t) = client.session.poll_transmit() {
-            if looks_like_stun(&t.contents) && server_ufrag(&t.contents).is_ok() {
-                check = Some(t.contents.to_vec());
-            }
-            let _ = client.sock.send_to(&t.contents, client.media);
-        }
-        if let Some(check) = check {
-            return check;
-        }
-        if let Ok((n, _)) = client.sock.recv_from(&mut buf) {
-            client
-                .session
-                .handle_datagram(Instant::now(), client.media, local, &buf[..n]);
-        }
-    }
-    panic!("the attacker's client sent no check");
-}
 
 #[test]
 fn a_check_flood_from_new_addresses_is_bounded_and_the_neighbour_keeps_its_pace() {
@@ -56,7 +25,7 @@ fn a_check_flood_from_new_addresses_is_bounded_and_the_neighbour_keeps_its_pace(
     // The attacker: a caller of its own, whose valid check is then replayed from new sources.
     let mut attacker = TimestampedClient::open(&server);
     let attacker_id = attacker.session.session_id().to_string();
-    let check = capture_check(&mut attacker, Duration::from_secs(10));
+    let check = attacker.capture_check(Duration::from_secs(10));
     neighbour.drive_for(Duration::from_millis(500));
 
     let media: SocketAddr = ([127, 0, 0, 1], server.media_base_port).into();

@@ -104,6 +104,19 @@ const TRANSCEIVER_FLAGS: &[(&str, &str, &str)] = &[
     ("no-advertise-tcp", "VOXGATE_NO_ADVERTISE_TCP", "false"),
     ("tcp-max-conns", "VOXGATE_TCP_MAX_CONNS", "4096"),
     ("tcp-max-conns-per-ip", "VOXGATE_TCP_MAX_CONNS_PER_IP", "16"),
+    // Issue 37: caps per IPv6 /56 and /48, on tentative connections and per session.
+    ("tcp-max-conns-per-56", "VOXGATE_TCP_MAX_CONNS_PER_56", "64"),
+    (
+        "tcp-max-conns-per-48",
+        "VOXGATE_TCP_MAX_CONNS_PER_48",
+        "256",
+    ),
+    ("tcp-max-tentative", "VOXGATE_TCP_MAX_TENTATIVE", "1024"),
+    (
+        "tcp-max-conns-per-session",
+        "VOXGATE_TCP_MAX_CONNS_PER_SESSION",
+        "8",
+    ),
     (
         "tcp-first-frame-timeout-secs",
         "VOXGATE_TCP_FIRST_FRAME_TIMEOUT_SECS",
@@ -203,10 +216,23 @@ const RELAY_FLAGS: &[(&str, &str, &str)] = &[
         "",
     ),
     ("tcp-max-per-ip", "VOXGATE_RELAY_TCP_MAX_PER_IP", "64"),
+    // Issue 37: caps per IPv6 /56 and /48, and tentative connections.
+    ("tcp-max-per-56", "VOXGATE_RELAY_TCP_MAX_PER_56", "256"),
+    ("tcp-max-per-48", "VOXGATE_RELAY_TCP_MAX_PER_48", "1024"),
     (
         "tcp-max-connections",
         "VOXGATE_RELAY_TCP_MAX_CONNECTIONS",
         "10000",
+    ),
+    (
+        "tcp-max-tentative",
+        "VOXGATE_RELAY_TCP_MAX_TENTATIVE",
+        "2500",
+    ),
+    (
+        "tcp-tentative-timeout-secs",
+        "VOXGATE_RELAY_TCP_TENTATIVE_TIMEOUT_SECS",
+        "5",
     ),
     (
         "tcp-first-frame-timeout-secs",

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::backend::TestWorker;
+use support::backend::{tone, TestWorker};
 use support::probe::{caller_config, gap_stats, rss_kib, TimestampedClient};
 use support::{
     binding_request, drive_fleet_until, metric_sum, metrics, snapshot, wait_metric, ServerProcess,
@@ -22,13 +22,6 @@ use voxgate_testkit::{Fleet, SessionConfig};
 
 fn client(server: &ServerProcess) -> SessionConfig {
     caller_config(server)
-}
-
-fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
 }
 
 /// A direct caller on a one-loop transceiver, owned by a backend that plays it a long tone.

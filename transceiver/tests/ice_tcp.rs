@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::backend::TestWorker;
+use support::backend::{tone, TestWorker};
+use support::raw_tcp::{connect_from, read_until_closed};
 use support::{
     binding_request, drive_fleet_until, metric_sum, metrics, snapshot, transceiver_bin,
     wait_metric, ServerProcess,
@@ -46,13 +47,6 @@ fn caller(server: &ServerProcess, udp: bool, tcp: bool) -> SessionConfig {
         tcp,
         ..SessionConfig::default()
     }
-}
-
-fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
 }
 
 /// 20 ms frames (48 kHz) of `pcm` louder than -30 dBFS.
@@ -397,32 +391,6 @@ fn probe(to: SocketAddr, from_ip: Ipv4Addr, bytes: &[u8], within: Duration) -> (
     let mut s = s.expect("connect");
     let _ = s.write_all(bytes);
     read_until_closed(&mut s, within)
-}
-
-fn connect_from(to: SocketAddr, from_ip: Ipv4Addr) -> std::io::Result<TcpStream> {
-    use socket2::{Domain, Socket, Type};
-    let sock = Socket::new(Domain::IPV4, Type::STREAM, None)?;
-    sock.bind(&SocketAddr::from((from_ip, 0)).into())?;
-    sock.connect_timeout(&to.into(), Duration::from_secs(5))?;
-    Ok(sock.into())
-}
-
-/// Reads until EOF/reset or `within`; returns (bytes read, whether the peer closed).
-fn read_until_closed(s: &mut TcpStream, within: Duration) -> (usize, bool) {
-    let deadline = Instant::now() + within;
-    let mut got = 0;
-    let mut buf = [0u8; 4096];
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
-            .unwrap();
-        match s.read(&mut buf) {
-            Ok(0) => return (got, true),
-            Ok(n) => got += n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(_) => return (got, true),
-        }
-    }
-    (got, false)
 }
 
 fn closed_count(server: &ServerProcess, reason: &str) -> u64 {

@@ -239,6 +239,16 @@ pub struct TcpFlags {
     #[arg(long, env = "VOXGATE_RELAY_TCP_MAX_PER_IP", default_value_t = 64)]
     pub tcp_max_per_ip: u32,
 
+    /// Cap on open TCP connections per IPv6 /56 (the usual delegation to a home: 256 /64s),
+    /// so that one customer cannot spread over its /64s what --tcp-max-per-ip stops on one.
+    #[arg(long, env = "VOXGATE_RELAY_TCP_MAX_PER_56", default_value_t = 256)]
+    pub tcp_max_per_56: u32,
+
+    /// Cap on open TCP connections per IPv6 /48 (the usual delegation to a site, a tenth of
+    /// the default --tcp-max-connections).
+    #[arg(long, env = "VOXGATE_RELAY_TCP_MAX_PER_48", default_value_t = 1024)]
+    pub tcp_max_per_48: u32,
+
     /// Cap on open TCP connections in all.
     #[arg(
         long,
@@ -246,6 +256,14 @@ pub struct TcpFlags {
         default_value_t = 10_000
     )]
     pub tcp_max_connections: usize,
+
+    /// Cap on tentative TCP connections: awaiting their first frame, or forwarded but not
+    /// answered by the transceiver yet (a hint proves neither that its session still exists
+    /// nor that the client knows its password). Past it, or into a full tier, a new
+    /// connection closes the oldest tentative one; established connections are never closed
+    /// for a newcomer.
+    #[arg(long, env = "VOXGATE_RELAY_TCP_MAX_TENTATIVE", default_value_t = 2_500)]
+    pub tcp_max_tentative: usize,
 
     /// Seconds from accept to a complete first frame; bytes dripping in do not extend it.
     #[arg(
@@ -255,8 +273,19 @@ pub struct TcpFlags {
     )]
     pub tcp_first_frame_timeout_secs: u64,
 
-    /// Seconds without a frame either way before a TCP connection is closed (must exceed
-    /// the 5 s ICE consent interval).
+    /// Seconds a TCP connection whose first frame was forwarded waits for the transceiver's
+    /// first reply before it is closed, as a tentative UDP flow does.
+    #[arg(
+        long,
+        env = "VOXGATE_RELAY_TCP_TENTATIVE_TIMEOUT_SECS",
+        default_value_t = 5
+    )]
+    pub tcp_tentative_timeout_secs: u64,
+
+    /// Seconds without a reply from the transceiver before an established TCP connection is
+    /// closed (must exceed the 5 s ICE consent interval). The client's own frames do not count:
+    /// the transceiver answers only what authenticates, so a connection whose session ended
+    /// closes this long after the transceiver fell silent, whatever its client sends.
     #[arg(
         long,
         env = "VOXGATE_RELAY_TCP_IDLE_TIMEOUT_SECS",
@@ -484,14 +513,24 @@ impl TcpFlags {
         if self.tcp_listen == Some(TcpListen::Off) {
             return Ok(None);
         }
-        if self.tcp_first_frame_timeout_secs == 0 || self.tcp_idle_timeout_secs == 0 {
+        if self.tcp_first_frame_timeout_secs == 0
+            || self.tcp_tentative_timeout_secs == 0
+            || self.tcp_idle_timeout_secs == 0
+        {
             return Err(ConfigError::OutOfRange(
-                "--tcp-first-frame-timeout-secs and --tcp-idle-timeout-secs must be at least 1",
+                "--tcp-first-frame-timeout-secs, --tcp-tentative-timeout-secs and \
+                 --tcp-idle-timeout-secs must be at least 1",
             ));
         }
-        if self.tcp_max_per_ip == 0 || self.tcp_max_connections == 0 {
+        if self.tcp_max_per_ip == 0
+            || self.tcp_max_per_56 == 0
+            || self.tcp_max_per_48 == 0
+            || self.tcp_max_connections == 0
+            || self.tcp_max_tentative == 0
+        {
             return Err(ConfigError::OutOfRange(
-                "--tcp-max-per-ip and --tcp-max-connections must be at least 1",
+                "--tcp-max-per-ip, --tcp-max-per-56, --tcp-max-per-48, --tcp-max-connections \
+                 and --tcp-max-tentative must be at least 1",
             ));
         }
         let max_frame = usize::from(self.tcp_max_frame_bytes);
@@ -509,8 +548,12 @@ impl TcpFlags {
                 .tcp_internal_listen
                 .unwrap_or(SocketAddr::new(internal_listen.ip(), 0)),
             max_per_ip: self.tcp_max_per_ip,
+            max_per_56: self.tcp_max_per_56,
+            max_per_48: self.tcp_max_per_48,
             max_connections: self.tcp_max_connections,
+            max_tentative: self.tcp_max_tentative,
             first_frame_timeout: Duration::from_secs(self.tcp_first_frame_timeout_secs),
+            tentative_timeout: Duration::from_secs(self.tcp_tentative_timeout_secs),
             idle_timeout: Duration::from_secs(self.tcp_idle_timeout_secs),
             max_frame,
             write_queue_bytes: self.tcp_write_queue_bytes,

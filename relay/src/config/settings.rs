@@ -75,13 +75,21 @@ pub struct TcpConfig {
     pub listen: Option<SocketAddr>,
     /// The TCP thread's internal UDP address.
     pub internal_listen: SocketAddr,
-    /// Open connections per client source.
+    /// Open connections per client source (IPv4 address or IPv6 /64).
     pub max_per_ip: u32,
+    /// Open connections per IPv6 /56.
+    pub max_per_56: u32,
+    /// Open connections per IPv6 /48.
+    pub max_per_48: u32,
     /// Open connections in all.
     pub max_connections: usize,
+    /// Connections not yet answered by their transceiver (the oldest is evicted past it).
+    pub max_tentative: usize,
     /// Accept → first frame.
     pub first_frame_timeout: Duration,
-    /// No frame either way.
+    /// First frame → the transceiver's first reply.
+    pub tentative_timeout: Duration,
+    /// No reply from the transceiver, once established.
     pub idle_timeout: Duration,
     /// Longest frame from a client.
     pub max_frame: usize,

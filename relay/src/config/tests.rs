@@ -158,3 +158,20 @@ fn config_debug_does_not_print_the_key() {
     assert!(!dbg.contains("0102"), "{dbg}");
     assert!(!dbg.contains("[0, 1, 2"), "{dbg}");
 }
+
+#[test]
+fn tcp_connections_are_tentative_until_answered_and_capped_per_ipv6_prefix_by_default() {
+    let tcp = parse(&[]).unwrap().tcp.unwrap();
+    assert_eq!(tcp.max_tentative, 2_500);
+    assert_eq!(tcp.tentative_timeout, Duration::from_secs(5));
+    assert_eq!(tcp.max_per_56, 256);
+    assert_eq!(tcp.max_per_48, 1024);
+    for zero in [
+        "--tcp-max-tentative",
+        "--tcp-tentative-timeout-secs",
+        "--tcp-max-per-56",
+        "--tcp-max-per-48",
+    ] {
+        assert!(parse(&[zero, "0"]).is_err(), "{zero} 0");
+    }
+}

@@ -1,14 +1,25 @@
-//! One client TCP connection's life, Sans-IO: awaiting its first frame → forwarding →
-//! closed. Time comes in as `now`; routing decisions come from [`crate::first_hop`].
+//! One client TCP connection's life, Sans-IO: awaiting its first frame → tentative →
+//! established → closed. Time comes in as `now`; routing decisions come from
+//! [`crate::first_hop`].
 //!
 //! * **Awaiting the first frame.** It must arrive within `first_frame_timeout` of the
 //!   accept (bytes dripping in do not extend it) and be a STUN binding request whose hint
 //!   [`first_hop`](crate::first_hop::first_hop) accepts. Anything else closes the connection;
 //!   nothing is ever written to it before its first frame was accepted.
-//! * **Forwarding.** Every frame goes to the next hop the first frame chose, behind a
-//!   version 2 relay header (`Transport::Tcp { conn }`). Replies are accepted only from that
-//!   next hop (or, for a peer relay, from its IP), only for this connection's client.
-//!   No frame either way for `idle_timeout` closes it.
+//! * **Tentative.** Every frame goes to the next hop the first frame chose, behind a
+//!   version 2 relay header (`Transport::Tcp { conn }`), but a hint proves only that a
+//!   transceiver minted it, once, within a day: not that its session still exists, nor that the
+//!   client knows the session's password. So the connection stays tentative, like a UDP flow
+//!   before its first reply, until the next hop answers on it; without an answer within
+//!   `tentative` of the first frame it is closed. (The loop also caps tentative connections
+//!   and evicts the oldest, see [`super::event_loop`].)
+//! * **Established.** The next hop answered: the transceiver answers only checks that
+//!   authenticate and sends only on paths its session authenticated, so its replies are the
+//!   traffic that authenticates here. Replies are accepted only from that next hop (or, for a
+//!   peer relay, from its IP), only for this connection's client, and only they keep the
+//!   connection: `idle` without one closes it, whatever its client sends (anyone can send a
+//!   frame of junk; a live call's transceiver answers its consent checks every few seconds).
+//!   A connection whose session ended so closes `idle` after the transceiver fell silent.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -28,23 +39,29 @@ pub enum CloseReason {
     FirstFrameTimeout,
     /// A length prefix above `--tcp-max-frame-bytes`.
     FrameTooLong,
-    /// No frame either way for the idle timeout.
+    /// No reply from the next hop for the idle timeout, once established.
     IdleTimeout,
     /// The client closed (or reset) the connection.
     ClientClosed,
     /// Reading or writing failed.
     IoError,
+    /// No reply from the next hop within the tentative timeout of the first frame.
+    TentativeTimeout,
+    /// Closed while tentative to make room for a newer connection (the tentative cap).
+    TentativeEvicted,
 }
 
 impl CloseReason {
     /// Every reason, in label order.
-    pub const ALL: [CloseReason; 6] = [
+    pub const ALL: [CloseReason; 8] = [
         Self::FirstFrameRejected,
         Self::FirstFrameTimeout,
         Self::FrameTooLong,
         Self::IdleTimeout,
         Self::ClientClosed,
         Self::IoError,
+        Self::TentativeTimeout,
+        Self::TentativeEvicted,
     ];
 
     /// Short snake_case label.
@@ -56,6 +73,8 @@ impl CloseReason {
             Self::IdleTimeout => "idle_timeout",
             Self::ClientClosed => "client_closed",
             Self::IoError => "io_error",
+            Self::TentativeTimeout => "tentative_timeout",
+            Self::TentativeEvicted => "tentative_evicted",
         }
     }
 
@@ -70,7 +89,9 @@ impl CloseReason {
 pub struct Timeouts {
     /// From accept to a complete, accepted first frame.
     pub first_frame: Duration,
-    /// Without a frame either way, once forwarding.
+    /// From the first frame to the next hop's first reply.
+    pub tentative: Duration,
+    /// Without a reply from the next hop, once established.
     pub idle: Duration,
 }
 
@@ -95,6 +116,8 @@ enum Phase {
         to: SocketAddr,
         /// `to` is a peer relay: its replies come from its internal socket (same IP).
         to_is_peer: bool,
+        /// The next hop has answered on this connection.
+        established: bool,
     },
 }
 
@@ -105,7 +128,10 @@ pub struct Connection {
     client: SocketAddr,
     phase: Phase,
     accepted: Instant,
-    last_frame: Instant,
+    /// When its first frame was forwarded (the tentative timer's start).
+    first_frame: Instant,
+    /// When the next hop last answered on it (the idle timer's start).
+    last_reply: Instant,
 }
 
 impl Connection {
@@ -116,7 +142,8 @@ impl Connection {
             client,
             phase: Phase::AwaitingFirstFrame,
             accepted: now,
-            last_frame: now,
+            first_frame: now,
+            last_reply: now,
         }
     }
 
@@ -135,7 +162,19 @@ impl Connection {
         matches!(self.phase, Phase::Forwarding { .. })
     }
 
-    /// A complete frame from the client.
+    /// The next hop has answered on it: no longer tentative.
+    pub fn is_established(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Forwarding {
+                established: true,
+                ..
+            }
+        )
+    }
+
+    /// A complete frame from the client. It never refreshes a timer: only the next hop's
+    /// replies do (see the module header).
     pub fn on_frame(
         &mut self,
         now: Instant,
@@ -150,13 +189,14 @@ impl Connection {
                     self.phase = Phase::Forwarding {
                         to,
                         to_is_peer: cfg.is_peer_addr(to),
+                        established: false,
                     };
+                    self.first_frame = now;
                     to
                 }
                 Err(reason) => return FrameVerdict::Reject(reason),
             },
         };
-        self.last_frame = now;
         FrameVerdict::Forward {
             to,
             header: RelayHeader {
@@ -168,14 +208,20 @@ impl Connection {
     }
 
     /// A reply for this connection arrived from `from` carrying `header`: may it be
-    /// written to the client? Refreshes the idle timer if so.
+    /// written to the client? If so it establishes the connection (the first time) and
+    /// refreshes its idle timer.
     pub fn on_reply(
         &mut self,
         now: Instant,
         from: SocketAddr,
         header: &RelayHeader,
     ) -> Result<(), DropReason> {
-        let Phase::Forwarding { to, to_is_peer } = self.phase else {
+        let Phase::Forwarding {
+            to,
+            to_is_peer,
+            ref mut established,
+        } = self.phase
+        else {
             // Nothing was forwarded yet, so nothing can be answered.
             return Err(DropReason::WrongSource);
         };
@@ -185,7 +231,8 @@ impl Connection {
         if from != to && !(to_is_peer && from.ip() == to.ip()) {
             return Err(DropReason::WrongSource);
         }
-        self.last_frame = now;
+        *established = true;
+        self.last_reply = now;
         Ok(())
     }
 
@@ -193,7 +240,10 @@ impl Connection {
     pub fn deadline(&self, t: &Timeouts) -> Instant {
         match self.phase {
             Phase::AwaitingFirstFrame => self.accepted + t.first_frame,
-            Phase::Forwarding { .. } => self.last_frame + t.idle,
+            Phase::Forwarding {
+                established: false, ..
+            } => self.first_frame + t.tentative,
+            Phase::Forwarding { .. } => self.last_reply + t.idle,
         }
     }
 
@@ -204,6 +254,9 @@ impl Connection {
         }
         Some(match self.phase {
             Phase::AwaitingFirstFrame => CloseReason::FirstFrameTimeout,
+            Phase::Forwarding {
+                established: false, ..
+            } => CloseReason::TentativeTimeout,
             Phase::Forwarding { .. } => CloseReason::IdleTimeout,
         })
     }

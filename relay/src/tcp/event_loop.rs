@@ -7,7 +7,10 @@
 //! ```
 //!
 //! Per turn: wait for readiness, a timer or the waker; accept up to [`ACCEPTS_PER_TURN`]
-//! connections; read up to [`READS_PER_TURN`] buffers from each readable connection (one
+//! connections (past the tentative cap, or into a full tier, each closes the oldest tentative
+//! connection, one its transceiver has not answered yet, as a new UDP flow evicts the oldest
+//! tentative flow; established connections are never closed for a newcomer, and a tier full
+//! of them refuses it); read up to [`READS_PER_TURN`] buffers from each readable connection (one
 //! that has more waits for the next turn, so a fast client cannot starve the others);
 //! receive up to [`REPLY_BATCHES_PER_TURN`] batches of replies; close connections whose
 //! timer is up (swept every [`SWEEP_EVERY`]); publish counters when due. Everything is
@@ -25,6 +28,8 @@ use mio::net::{TcpListener, TcpStream, UdpSocket as MioUdp};
 use mio::{Events, Interest, Poll, Token};
 use voxgate_proto::rfc4571::{FrameDecoder, Sent, WriteQueue, MAX_FRAME};
 use voxgate_proto::{Direction, RelayHeader, Transport, MAX_HEADER_LEN};
+
+use voxgate_proto::source_caps::SourceLimits;
 
 use super::admission::Admission;
 use super::connection::{CloseReason, Connection, FrameVerdict, Timeouts};
@@ -90,6 +95,11 @@ struct Loop {
     recv: RecvBatch,
     conns: HashMap<u32, Conn>,
     admission: Admission,
+    /// Connections not established yet (awaiting their first frame, or their first reply).
+    tentative: usize,
+    /// Tentative connections, oldest first; ids since established or closed are skipped when
+    /// met (and compacted when the queue is full).
+    tentative_order: VecDeque<u32>,
     next_id: u32,
     /// Connections with bytes still to read, in turn order.
     readable: VecDeque<u32>,
@@ -115,6 +125,11 @@ pub fn run(setup: TcpSetup) -> io::Result<()> {
     registry.register(&mut listener, LISTENER, Interest::READABLE)?;
     registry.register(&mut udp, UDP, Interest::READABLE)?;
     let max = setup.tcp.max_connections;
+    let limits = SourceLimits {
+        per_source: setup.tcp.max_per_ip,
+        per_56: setup.tcp.max_per_56,
+        per_48: setup.tcp.max_per_48,
+    };
     let mut lp = Loop {
         poll: setup.poll,
         listener,
@@ -122,12 +137,15 @@ pub fn run(setup: TcpSetup) -> io::Result<()> {
         out: SendBatch::new(BATCH, DEFAULT_SLOT + MAX_HEADER_LEN, v6),
         recv: RecvBatch::new(BATCH, DEFAULT_SLOT + MAX_HEADER_LEN),
         conns: HashMap::with_capacity(max),
-        admission: Admission::new(setup.tcp.max_per_ip, max),
+        admission: Admission::with_limits(limits, max),
+        tentative: 0,
+        tentative_order: VecDeque::with_capacity(order_capacity(setup.tcp.max_tentative)),
         next_id: 1,
         readable: VecDeque::with_capacity(max),
         closing: Vec::with_capacity(max.min(4096)),
         timeouts: Timeouts {
             first_frame: setup.tcp.first_frame_timeout,
+            tentative: setup.tcp.tentative_timeout,
             idle: setup.tcp.idle_timeout,
         },
         routing: setup.routing,
@@ -218,10 +236,23 @@ impl Loop {
                     return false;
                 }
             };
-            if let Err(refusal) = self.admission.admit(client.ip()) {
+            // Past the tentative cap, or into a full tier, the oldest tentative connection
+            // makes room: what never authenticates cannot keep newcomers out.
+            let make_room = self
+                .admission
+                .must_make_room(self.tentative, self.tcp.max_tentative);
+            let admitted = if make_room {
+                self.admission.admit_making_room(client.ip())
+            } else {
+                self.admission.admit(client.ip())
+            };
+            if let Err(refusal) = admitted {
                 // Dropped unregistered: closed with nothing sent.
                 self.counters.refused[refusal.index()] += 1;
                 continue;
+            }
+            if make_room {
+                self.evict_oldest_tentative();
             }
             let id = self.fresh_id();
             let token = Token(FIRST_CONN + id as usize);
@@ -248,10 +279,38 @@ impl Loop {
                     readable: false,
                 },
             );
+            self.add_tentative(id);
             // Bytes may have arrived with the handshake; edge-triggered, so look now.
             self.mark_readable(id);
         }
         true
+    }
+
+    /// Counts a new connection as tentative, in accept order.
+    fn add_tentative(&mut self, id: u32) {
+        self.tentative += 1;
+        if self.tentative_order.len() == self.tentative_order.capacity() {
+            // Live entries are at most the cap, half the capacity: this runs at most once per
+            // cap's worth of accepts, and the queue never reallocates.
+            let conns = &self.conns;
+            self.tentative_order
+                .retain(|id| conns.get(id).is_some_and(|c| !c.state.is_established()));
+        }
+        self.tentative_order.push_back(id);
+    }
+
+    /// Closes the oldest connection that is still tentative.
+    fn evict_oldest_tentative(&mut self) {
+        while let Some(id) = self.tentative_order.pop_front() {
+            if self
+                .conns
+                .get(&id)
+                .is_some_and(|c| !c.state.is_established())
+            {
+                self.close_now(id, CloseReason::TentativeEvicted);
+                return;
+            }
+        }
     }
 
     /// A connection id not in use (never 0).
@@ -372,9 +431,14 @@ impl Loop {
                 self.counters.drops[DropReason::UnknownConn.index()] += 1;
                 continue;
             };
+            let was_established = conn.state.is_established();
             if let Err(reason) = conn.state.on_reply(now, dg.from, &header) {
                 self.counters.drops[reason.index()] += 1;
                 continue;
+            }
+            if !was_established {
+                self.tentative -= 1;
+                self.counters.flows_established += 1;
             }
             if let Err(reason) = write_frame(conn, payload, &mut self.counters) {
                 self.closing.push((conn_id, reason));
@@ -406,20 +470,31 @@ impl Loop {
 
     /// Closes the connections decided this turn (each once).
     fn close_decided(&mut self) {
-        for (id, reason) in self.closing.drain(..) {
-            let Some(mut conn) = self.conns.remove(&id) else {
-                continue;
-            };
-            let _ = self.poll.registry().deregister(&mut conn.stream);
-            self.admission.release(conn.state.client().ip());
-            self.counters.closed[reason.index()] += 1;
-            tracing::debug!(conn = id, reason = reason.as_str(), "TCP connection closed");
-            // Dropping the stream closes it (a reset if unread bytes remain).
+        let mut closing = std::mem::take(&mut self.closing);
+        for (id, reason) in closing.drain(..) {
+            self.close_now(id, reason);
         }
+        self.closing = closing;
+    }
+
+    /// Closes connection `id`, if it is still open, and counts why.
+    fn close_now(&mut self, id: u32, reason: CloseReason) {
+        let Some(mut conn) = self.conns.remove(&id) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        self.admission.release(conn.state.client().ip());
+        if !conn.state.is_established() {
+            self.tentative -= 1;
+        }
+        self.counters.closed[reason.index()] += 1;
+        tracing::debug!(conn = id, reason = reason.as_str(), "TCP connection closed");
+        // Dropping the stream closes it (a reset if unread bytes remain).
     }
 
     fn publish(&mut self) {
         self.counters.open = self.conns.len() as u64;
+        self.counters.tentative = self.tentative as u64;
         self.counters.flows_active = self
             .conns
             .values()
@@ -428,6 +503,12 @@ impl Loop {
         self.metrics.publish(&self.counters, &self.published);
         self.published = self.counters.clone();
     }
+}
+
+/// Capacity of the tentative queue: twice the live entries it can hold (see
+/// `Loop::add_tentative`).
+fn order_capacity(max_tentative: usize) -> usize {
+    max_tentative.saturating_mul(2).max(2)
 }
 
 fn conn_id(token: usize) -> Option<u32> {

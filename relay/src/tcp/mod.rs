@@ -9,8 +9,10 @@
 //! The protocol logic is Sans-IO, beside the loop: the framing both ways is
 //! [`voxgate_proto::rfc4571`] (frames out of a byte stream, and the bounded, drop-oldest
 //! bytes owed to a slow reader, shared with the transceiver and the clients);
-//! [`connection`] (awaiting the first frame → forwarding, timers on `now`),
-//! [`admission`] (connections per source and in all).
+//! [`connection`] (awaiting the first frame → tentative until the transceiver's first reply →
+//! established, timers on `now`; only replies keep an established connection),
+//! [`admission`] (connections per source, per IPv6 /56 and /48, and in all; when a newcomer
+//! closes the oldest tentative connection).
 //!
 //! TCP connections are not written to the Redis route cache: a connection cannot outlive
 //! the relay that holds it, so after a restart the client reconnects and its first frame

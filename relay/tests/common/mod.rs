@@ -473,3 +473,13 @@ pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Resident memory of the relay process, KiB.
+pub fn rss_kib(relay: &RelayProcess) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", relay.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}

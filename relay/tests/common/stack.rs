@@ -155,10 +155,16 @@ pub fn start_transceiver_with(
 
 /// The echo-bot subscribed to `t` (capacity 100), once it has registered.
 pub fn start_echo_bot(t: &Transceiver) -> Proc {
+    start_echo_bot_with(t, &[])
+}
+
+/// As [`start_echo_bot`], with extra flags (e.g. `--continuous`).
+pub fn start_echo_bot_with(t: &Transceiver, args: &[&str]) -> Proc {
     let bot = Proc::spawn(
         Command::new(sibling_bin("echo-bot"))
             .args(["--transceiver", &t.grpc, "--capacity", "100"])
-            .args(["--silence-ms", "300"]),
+            .args(["--silence-ms", "300"])
+            .args(args),
         "echo-bot",
     );
     let ok = eventually(Duration::from_secs(10), || {

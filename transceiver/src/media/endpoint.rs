@@ -25,7 +25,11 @@
 //!   `demux`): another session's answered check from it is withheld and counted, and the
 //!   address stays where it was.
 //! - An ICE-TCP connection of the loop's own listener opens only when its first frame is a
-//!   binding request str0m answers for a session of this loop.
+//!   binding request str0m answers for a session of this loop, and then belongs to that
+//!   session (see `tcp_owners`): it is closed when the session ends, and a session holds at
+//!   most its share of them (a newer one closes its oldest). Its idle timer restarts only on
+//!   a check str0m answers on it ([`LoopEndpoint::handle_tcp_frame`] says which); what to
+//!   close comes out of [`LoopEndpoint::poll_tcp_close`].
 //! - A session's binding requests reach str0m only within its check budget (a rate, and a
 //!   cap on new source addresses: see `check_budget`), so a caller cannot grow its own
 //!   session's ICE state without bound or make the loop pay for a flood of valid checks.
@@ -54,6 +58,7 @@ use crate::media::session::{
     is_binding_success, AttachError, ClientPath, EndReason, LoopTicks, OwnerLoss, Route, Session,
     SessionError, SessionId,
 };
+use crate::media::tcp_owners::{TcpConn, TcpOwners};
 use crate::media::timers::Timers;
 use crate::metrics::{DropReason, LoopCounters, TcpCloseReason};
 
@@ -96,6 +101,10 @@ pub struct LoopEndpoint {
     counters: LoopCounters,
     /// Events since the event loop last polled; it drains them every pass.
     events: VecDeque<EndpointEvent>,
+    /// Which of the loop's own TCP connections each session opened.
+    tcp_owners: TcpOwners,
+    /// Connections of the loop's own listener to close, and why; drained every pass.
+    tcp_closes: VecDeque<(TcpConn, TcpCloseReason)>,
 }
 
 impl LoopEndpoint {
@@ -106,6 +115,8 @@ impl LoopEndpoint {
             ids: HashMap::new(),
             demux: Demux::default(),
             timers: Timers::default(),
+            tcp_owners: TcpOwners::new(settings.tcp_limits.max_conns_per_session),
+            tcp_closes: VecDeque::new(),
             settings,
             counters: LoopCounters::default(),
             events: VecDeque::new(),
@@ -135,6 +146,17 @@ impl LoopEndpoint {
     /// The next event for the control plane, if any.
     pub fn poll_event(&mut self) -> Option<EndpointEvent> {
         self.events.pop_front()
+    }
+
+    /// The next connection of the loop's own ICE-TCP listener to close, and why: its session
+    /// ended, or opened a newer one past its share.
+    pub fn poll_tcp_close(&mut self) -> Option<(TcpConn, TcpCloseReason)> {
+        self.tcp_closes.pop_front()
+    }
+
+    /// Connection `conn` of the loop's own listener (from `peer`) closed.
+    pub fn tcp_closed(&mut self, conn: u32, peer: SocketAddr) {
+        self.tcp_owners.closed(TcpConn { conn, peer });
     }
 
     /// One datagram read from the loop's UDP socket. `arrived` is when the kernel queued it
@@ -186,10 +208,16 @@ impl LoopEndpoint {
         if !self.deliver(now, now, key, path, bytes, true, out) {
             return Err(TcpCloseReason::Unauthenticated);
         }
+        if let Some(oldest) = self.tcp_owners.opened(key, TcpConn { conn, peer }) {
+            self.tcp_closes
+                .push_back((oldest, TcpCloseReason::SessionCap));
+        }
         Ok(())
     }
 
-    /// A later frame of an open connection of the loop's own ICE-TCP listener.
+    /// A later frame of an open connection of the loop's own ICE-TCP listener. Returns
+    /// whether it was a check str0m answered: only such a frame keeps the connection (the
+    /// event loop restarts its idle timer).
     pub fn handle_tcp_frame(
         &mut self,
         now: Instant,
@@ -197,8 +225,8 @@ impl LoopEndpoint {
         conn: u32,
         bytes: &[u8],
         out: &mut impl Outbox,
-    ) {
-        self.handle_datagram(now, now, Source::Tcp { peer, conn }, bytes, out);
+    ) -> bool {
+        self.route(now, now, tcp_path(peer, conn), bytes, out)
     }
 
     /// Runs every session timer due by `now`.
@@ -336,7 +364,8 @@ impl LoopEndpoint {
     }
 
     /// Routes one client datagram (or TCP frame) arriving on `path` to its session: a binding
-    /// request by its server ufrag, anything else by the authenticated client.
+    /// request by its server ufrag, anything else by the authenticated client. Returns
+    /// whether it was a check str0m answered.
     fn route(
         &mut self,
         now: Instant,
@@ -344,36 +373,37 @@ impl LoopEndpoint {
         path: ClientPath,
         bytes: &[u8],
         out: &mut impl Outbox,
-    ) {
+    ) -> bool {
         let source = path.peer();
-        if looks_like_stun(bytes) {
+        let (key, binding_request) = if looks_like_stun(bytes) {
             match server_ufrag(bytes) {
                 Ok(ufrag) => match self.demux.by_ufrag(ufrag) {
                     Some(key) => match self.admit_check(now, key, path) {
-                        Ok(()) => {
-                            self.deliver(now, arrived, key, path, bytes, true, out);
-                        }
-                        Err(reason) => self.counters.drop(reason),
+                        Ok(()) => (key, true),
+                        Err(reason) => return self.dropped(reason),
                     },
-                    None => self.counters.drop(DropReason::StunUnknownUfrag),
+                    None => return self.dropped(DropReason::StunUnknownUfrag),
                 },
                 // Not a binding request with a USERNAME: only an authenticated peer may
                 // send other STUN (e.g. indications) to its session.
                 Err(_) => match self.demux.by_addr(&source) {
-                    Some(key) => {
-                        self.deliver(now, arrived, key, path, bytes, false, out);
-                    }
-                    None => self.counters.drop(DropReason::StunMalformed),
+                    Some(key) => (key, false),
+                    None => return self.dropped(DropReason::StunMalformed),
                 },
             }
-            return;
-        }
-        match self.demux.by_addr(&source) {
-            Some(key) => {
-                self.deliver(now, arrived, key, path, bytes, false, out);
+        } else {
+            match self.demux.by_addr(&source) {
+                Some(key) => (key, false),
+                None => return self.dropped(DropReason::UnknownSource),
             }
-            None => self.counters.drop(DropReason::UnknownSource),
-        }
+        };
+        self.deliver(now, arrived, key, path, bytes, binding_request, out)
+    }
+
+    /// Counts a datagram dropped for `reason`; it was not a check str0m answered.
+    fn dropped(&mut self, reason: DropReason) -> bool {
+        self.counters.drop(reason);
+        false
     }
 
     /// Whether session `key`'s check budget lets a binding request on `path` reach str0m.
@@ -503,6 +533,10 @@ impl LoopEndpoint {
             self.demux.remove_addr(peer, key);
         }
         self.ids.remove(&session.id);
+        for conn in self.tcp_owners.session_ended(key) {
+            self.tcp_closes
+                .push_back((conn, TcpCloseReason::SessionEnded));
+        }
         let reason = session.end_reason().unwrap_or(EndReason::RtcError);
         let ended = SessionEnded {
             id: session.id,

@@ -13,7 +13,9 @@
 //! header says TCP (the relay keeps the client's connection; replies echo its connection id),
 //! and, in direct mode, the loop's own listener ([`crate::media::tcp_server`]), whose RFC 4571
 //! frames the endpoint routes like datagrams once a connection's first frame passed an
-//! authenticated check.
+//! authenticated check. The endpoint says which frames were checks str0m answered (the only
+//! ones that keep a connection) and which connections to close (their session ended, or is
+//! past its share); the listener says which open connections closed.
 
 use std::io;
 use std::net::SocketAddr;
@@ -393,6 +395,7 @@ impl EventLoop {
             }
             self.run_timers(Instant::now());
             self.flush_sends();
+            self.settle_tcp();
             self.forward_events();
             if let Some(ratio) = self.busy.worked(woke, Instant::now()) {
                 self.metrics.set_busy(ratio);
@@ -439,6 +442,21 @@ impl EventLoop {
                     let _ = self.events.try_send(e);
                 }
             }
+        }
+    }
+
+    /// Closes the TCP connections the endpoint gave up (their session ended, or is past its
+    /// share), and tells it which open ones the listener closed.
+    fn settle_tcp(&mut self) {
+        let Some(tcp) = self.tcp.as_mut() else {
+            return;
+        };
+        let registry = self.poll.registry();
+        while let Some((c, reason)) = self.endpoint.poll_tcp_close() {
+            tcp.close_conn(registry, c.conn, c.peer, reason);
+        }
+        for (conn, peer) in tcp.drain_closed() {
+            self.endpoint.tcp_closed(conn, peer);
         }
     }
 
@@ -599,12 +617,13 @@ impl EventLoop {
         }
     }
 
-    /// Handles the frames connection `key` has (up to its turn's budget).
+    /// Handles the frames connection `key` has (up to its turn's budget). A check str0m
+    /// answered opens a tentative connection and restarts an open one's idle timer; any
+    /// other first frame closes it.
     fn read_tcp(&mut self, now: Instant, key: usize) {
         let mut frame = std::mem::take(&mut self.tcp_frame);
         while let Some(tcp) = self.tcp.as_mut() {
-            let Frame::Ready { len } = tcp.next_frame(now, self.poll.registry(), key, &mut frame)
-            else {
+            let Frame::Ready { len } = tcp.next_frame(self.poll.registry(), key, &mut frame) else {
                 break;
             };
             let Some((state, peer)) = tcp.state(key) else {
@@ -615,24 +634,24 @@ impl EventLoop {
             let conn = key as u32;
             let bytes = &frame[..len];
             let mut out = outbound!(self);
-            match state {
-                ConnState::Open => self
+            let answered = match state {
+                ConnState::Open => Ok(self
                     .endpoint
-                    .handle_tcp_frame(now, peer, conn, bytes, &mut out),
-                ConnState::AwaitingFirstFrame => {
-                    let first = self
-                        .endpoint
-                        .handle_first_tcp_frame(now, peer, conn, bytes, &mut out);
-                    let Some(tcp) = self.tcp.as_mut() else {
-                        break;
-                    };
-                    match first {
-                        Ok(()) => tcp.set_open(key),
-                        Err(reason) => {
-                            tcp.close(self.poll.registry(), key, reason);
-                            break;
-                        }
-                    }
+                    .handle_tcp_frame(now, peer, conn, bytes, &mut out)),
+                ConnState::AwaitingFirstFrame => self
+                    .endpoint
+                    .handle_first_tcp_frame(now, peer, conn, bytes, &mut out)
+                    .map(|()| true),
+            };
+            let Some(tcp) = self.tcp.as_mut() else {
+                break;
+            };
+            match answered {
+                Ok(true) => tcp.answered(key, now),
+                Ok(false) => {}
+                Err(reason) => {
+                    tcp.close(self.poll.registry(), key, reason);
+                    break;
                 }
             }
         }

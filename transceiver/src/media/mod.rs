@@ -3,15 +3,17 @@
 //! Owns: the loop's I/O ([`event_loop`]: thread, poll, UDP socket, ICE-TCP listener, send and
 //! receive batches) and its logic with no I/O ([`endpoint`]: the sessions, the demux maps
 //! ([`demux`]), the timer heap ([`timers`]), the relay allow-list, address claims and
-//! commands; how many checks a session may hand str0m, [`check_budget`]), each WebRTC session ([`session`]: str0m `Rtc` plus its [`audio_bridge`]), the
-//! loop's own ICE-TCP listener ([`tcp_server`], framing from `voxgate_proto::rfc4571`), the
+//! commands; how many checks a session may hand str0m, [`check_budget`]; which ICE-TCP
+//! connections each session opened, [`tcp_owners`]), each WebRTC session ([`session`]: str0m
+//! `Rtc` plus its [`audio_bridge`]), the loop's own ICE-TCP listener ([`tcp_server`], framing
+//! from `voxgate_proto::rfc4571`, caps per source from `voxgate_proto::source_caps`), the
 //! loop's busy meter ([`busy_meter`]), its share of a core under saturation ([`core_share`]),
 //! its read rhythm under steady traffic ([`read_coalescing`]), how many batches a wakeup reads
 //! ([`receive_budget`]) and when a datagram reached the socket rather than when it was read
 //! ([`arrival`]).
 //!
-//! May call: `voxgate_proto` (relay header, STUN USERNAME reader, RFC 4571 framing, bridge
-//! messages), str0m, opus, and [`crate::metrics`] (plain counters it publishes). Never the
+//! May call: `voxgate_proto` (relay header, STUN USERNAME reader, RFC 4571 framing, per-source
+//! caps, bridge messages), str0m, opus, and [`crate::metrics`] (plain counters it publishes). Never the
 //! control plane or the backend side: they reach a loop through `event_loop::LoopHandle` (a
 //! bounded channel of [`command::Command`]s plus a `mio::Waker`) and hear back through
 //! [`command::LoopEvent`]s and [`command::SessionEnded`], so nothing here waits on them.
@@ -36,6 +38,7 @@ pub mod loop_settings;
 pub mod read_coalescing;
 pub mod receive_budget;
 pub mod session;
+pub mod tcp_owners;
 pub mod tcp_server;
 pub mod thread_priority;
 pub mod timers;

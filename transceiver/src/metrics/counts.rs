@@ -111,6 +111,7 @@ pub enum TcpCloseReason {
     /// A length prefix above the frame limit.
     Oversize,
     FirstFrameTimeout,
+    /// No check str0m answered on an open connection for the idle timeout.
     IdleTimeout,
     /// Refused at accept: the client IP (IPv6 /64) has its share of connections.
     PerIpCap,
@@ -118,10 +119,20 @@ pub enum TcpCloseReason {
     GlobalCap,
     PeerClosed,
     IoError,
+    /// Closed while tentative (no answered check yet) to make room for a newer connection.
+    TentativeEvicted,
+    /// Its session ended.
+    SessionEnded,
+    /// Its session opened a newer connection past its share.
+    SessionCap,
+    /// Refused at accept: the client's IPv6 /56 has its share of connections.
+    Per56Cap,
+    /// Refused at accept: the client's IPv6 /48 has its share of connections.
+    Per48Cap,
 }
 
 impl TcpCloseReason {
-    pub const ALL: [TcpCloseReason; 10] = [
+    pub const ALL: [TcpCloseReason; 15] = [
         TcpCloseReason::Garbage,
         TcpCloseReason::UnknownUfrag,
         TcpCloseReason::Unauthenticated,
@@ -132,6 +143,11 @@ impl TcpCloseReason {
         TcpCloseReason::GlobalCap,
         TcpCloseReason::PeerClosed,
         TcpCloseReason::IoError,
+        TcpCloseReason::TentativeEvicted,
+        TcpCloseReason::SessionEnded,
+        TcpCloseReason::SessionCap,
+        TcpCloseReason::Per56Cap,
+        TcpCloseReason::Per48Cap,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -146,6 +162,11 @@ impl TcpCloseReason {
             TcpCloseReason::GlobalCap => "global_cap",
             TcpCloseReason::PeerClosed => "peer_closed",
             TcpCloseReason::IoError => "io_error",
+            TcpCloseReason::TentativeEvicted => "tentative_evicted",
+            TcpCloseReason::SessionEnded => "session_ended",
+            TcpCloseReason::SessionCap => "session_cap",
+            TcpCloseReason::Per56Cap => "per_56_cap",
+            TcpCloseReason::Per48Cap => "per_48_cap",
         }
     }
 }

@@ -24,6 +24,14 @@ pub use voxgate_backend_kit::Transport;
 /// Messages a session (or the `Multiplex` stream, for all of them) may have waiting to go out.
 const DOWNLINK_QUEUE: usize = 64;
 
+/// `secs` of a sine at `hz`, sampled at `rate`, about -11 dBFS: what a backend plays.
+pub fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
+    let n = (secs * rate as f32) as usize;
+    (0..n)
+        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
+        .collect()
+}
+
 /// What one session's stream delivered.
 #[derive(Debug, Default, Clone)]
 pub struct SessionLog {

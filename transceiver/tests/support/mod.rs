@@ -8,6 +8,7 @@
 
 pub mod backend;
 pub mod probe;
+pub mod raw_tcp;
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};

@@ -6,19 +6,12 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 use voxgate_testkit::client_session::ClientSession;
 use voxgate_testkit::SessionConfig;
 
-use super::backend::TestWorker;
+use super::backend::{tone, TestWorker};
 use super::ServerProcess;
-
-/// `secs` of a `hz` sine at `rate` Hz, PCM16.
-pub fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
-    let n = (secs * rate as f32) as usize;
-    (0..n)
-        .map(|i| ((i as f32 / rate as f32 * hz * std::f32::consts::TAU).sin() * 9000.0) as i16)
-        .collect()
-}
 
 /// The neighbour of an attack: a caller of `server` whose call `worker` (a 48 kHz worker with
 /// no other call) has attached, and to which it plays a 30 s reply; returns it and its
@@ -131,28 +124,60 @@ impl TimestampedClient {
         Some((n as usize, Duration::ZERO))
     }
 
+    /// Drives the client until it has sent a binding request for its session (it checks its
+    /// candidate pair while ICE runs, then for consent every few seconds); returns a copy. The
+    /// check carries the caller's real credentials: replayed, str0m answers it.
+    pub fn capture_check(&mut self, limit: Duration) -> Vec<u8> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(check) = self.send_due() {
+                return check;
+            }
+            self.receive_one();
+        }
+        panic!("the client sent no check");
+    }
+
     pub fn drive_for(&mut self, d: Duration) {
         let deadline = Instant::now() + d;
-        let mut buf = [0u8; 2048];
-        let local = self.sock.local_addr().unwrap();
         while Instant::now() < deadline {
-            let now = Instant::now();
-            if self.session.poll_timeout().is_some_and(|t| t <= now) {
-                self.session.handle_timeout(now);
-            }
-            while let Some(t) = self.session.poll_transmit() {
-                let _ = self.sock.send_to(&t.contents, self.media);
-            }
-            if let Some((n, at)) = self.recv(&mut buf) {
-                let b = &buf[..n];
-                // RTP (not RTCP: payload types 200-206 put 192..=223 in byte 1).
-                if n > 12 && (128..192).contains(&b[0]) && !(192..224).contains(&b[1]) {
-                    self.rtp_arrivals.push(at);
-                }
-                self.session
-                    .handle_datagram(Instant::now(), self.media, local, b);
-            }
+            self.send_due();
+            self.receive_one();
         }
+    }
+
+    /// Runs the client's timer if it is due and sends what the client has; returns the last
+    /// binding request for its session among what it sent.
+    fn send_due(&mut self) -> Option<Vec<u8>> {
+        let now = Instant::now();
+        if self.session.poll_timeout().is_some_and(|t| t <= now) {
+            self.session.handle_timeout(now);
+        }
+        let mut check = None;
+        while let Some(t) = self.session.poll_transmit() {
+            if looks_like_stun(&t.contents) && server_ufrag(&t.contents).is_ok() {
+                check = Some(t.contents.to_vec());
+            }
+            let _ = self.sock.send_to(&t.contents, self.media);
+        }
+        check
+    }
+
+    /// Hands the client the next datagram, if one comes within the socket's read timeout, and
+    /// records an RTP packet's kernel arrival.
+    fn receive_one(&mut self) {
+        let mut buf = [0u8; 2048];
+        let Some((n, at)) = self.recv(&mut buf) else {
+            return;
+        };
+        let b = &buf[..n];
+        // RTP (not RTCP: payload types 200-206 put 192..=223 in byte 1).
+        if n > 12 && (128..192).contains(&b[0]) && !(192..224).contains(&b[1]) {
+            self.rtp_arrivals.push(at);
+        }
+        let local = self.sock.local_addr().unwrap();
+        self.session
+            .handle_datagram(Instant::now(), self.media, local, b);
     }
 }
 

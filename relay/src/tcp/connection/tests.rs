@@ -27,6 +27,7 @@ fn cfg() -> RoutingConfig {
 
 const T: Timeouts = Timeouts {
     first_frame: Duration::from_secs(5),
+    tentative: Duration::from_secs(5),
     idle: Duration::from_secs(30),
 };
 
@@ -208,9 +209,8 @@ fn the_first_frame_timer_runs_from_the_accept_and_is_not_extended() {
     assert_eq!(c.deadline(&T), t0 + T.first_frame);
 }
 
-#[test]
-fn once_forwarding_frames_and_replies_both_keep_the_connection_alive() {
-    let t0 = Instant::now();
+/// A connection accepted at `t0` whose valid first frame came a second later.
+fn forwarded_a_second_after(t0: Instant) -> Connection {
     let mut c = Connection::new(t0, 1, client());
     c.on_frame(
         t0 + Duration::from_secs(1),
@@ -218,12 +218,38 @@ fn once_forwarding_frames_and_replies_both_keep_the_connection_alive() {
         &cfg(),
         &clock(t0),
     );
+    c
+}
+
+#[test]
+fn a_forwarded_connection_is_tentative_until_its_first_reply_and_closes_without_one() {
+    let t0 = Instant::now();
+    let mut c = forwarded_a_second_after(t0);
+    assert!(c.is_forwarding());
+    assert!(!c.is_established(), "nothing answered yet");
+    // Past the first-frame deadline: no longer relevant; the tentative one runs from the first
+    // frame, and the client's own frames do not extend it.
+    c.on_frame(t0 + Duration::from_secs(3), b"x", &cfg(), &clock(t0));
+    assert_eq!(c.timed_out(t0 + Duration::from_millis(5999), &T), None);
+    assert_eq!(c.deadline(&T), t0 + Duration::from_secs(6));
+    assert_eq!(
+        c.timed_out(t0 + Duration::from_secs(6), &T),
+        Some(CloseReason::TentativeTimeout)
+    );
+}
+
+#[test]
+fn once_established_only_the_next_hops_replies_keep_the_connection_alive() {
+    let t0 = Instant::now();
+    let mut c = forwarded_a_second_after(t0);
     let reply = RelayHeader {
         direction: Direction::ToClient,
         client: client(),
         transport: Transport::Tcp { conn: 1 },
     };
-    // Past the first-frame deadline: no longer relevant.
+    c.on_reply(t0 + Duration::from_secs(2), loop_addr(), &reply)
+        .unwrap();
+    assert!(c.is_established());
     assert_eq!(c.timed_out(t0 + Duration::from_secs(10), &T), None);
     c.on_reply(t0 + Duration::from_secs(20), loop_addr(), &reply)
         .unwrap();
@@ -232,6 +258,10 @@ fn once_forwarding_frames_and_replies_both_keep_the_connection_alive() {
         c.timed_out(t0 + Duration::from_secs(50), &T),
         Some(CloseReason::IdleTimeout)
     );
+    // Junk from the client (anyone can send a frame) keeps nothing.
     c.on_frame(t0 + Duration::from_secs(45), b"x", &cfg(), &clock(t0));
-    assert_eq!(c.timed_out(t0 + Duration::from_secs(74), &T), None);
+    assert_eq!(
+        c.timed_out(t0 + Duration::from_secs(50), &T),
+        Some(CloseReason::IdleTimeout)
+    );
 }

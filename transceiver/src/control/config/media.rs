@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use voxgate_proto::source_caps::SourceLimits;
+
 use super::error::ConfigError;
 use crate::media::audio_bridge::{CoarseTicks, EncoderSettings, OpusApplication};
 use crate::media::loop_settings::LoopSettings;
@@ -90,6 +92,32 @@ pub struct IceTcpFlags {
     #[arg(long, env = "VOXGATE_TCP_MAX_CONNS_PER_IP", default_value_t = 16)]
     pub tcp_max_conns_per_ip: usize,
 
+    /// ICE-TCP connections open at once from one IPv6 /56 (the usual delegation to a home:
+    /// 256 /64s) on one media loop, so that one customer cannot spread over its /64s what
+    /// --tcp-max-conns-per-ip stops on one.
+    #[arg(long, env = "VOXGATE_TCP_MAX_CONNS_PER_56", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub tcp_max_conns_per_56: u32,
+
+    /// ICE-TCP connections open at once from one IPv6 /48 (the usual delegation to a site) on
+    /// one media loop: a sixteenth of the default --tcp-max-conns.
+    #[arg(long, env = "VOXGATE_TCP_MAX_CONNS_PER_48", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub tcp_max_conns_per_48: u32,
+
+    /// ICE-TCP connections on one media loop still waiting for str0m to answer their first
+    /// check (tentative); past it a new connection closes the oldest tentative one. Keep it
+    /// well below --tcp-max-conns: the rest stays for connections that authenticated.
+    #[arg(long, env = "VOXGATE_TCP_MAX_TENTATIVE", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub tcp_max_tentative: u32,
+
+    /// ICE-TCP connections one session may hold on its media loop; a newer one closes the
+    /// session's oldest. A browser opens one per local interface and remote TCP candidate.
+    #[arg(long, env = "VOXGATE_TCP_MAX_CONNS_PER_SESSION", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub tcp_max_conns_per_session: u32,
+
     /// Seconds a new ICE-TCP connection has to deliver its first frame (an authenticated STUN
     /// binding request) before it is closed.
     #[arg(
@@ -99,8 +127,9 @@ pub struct IceTcpFlags {
     )]
     pub tcp_first_frame_timeout_secs: u64,
 
-    /// Seconds an ICE-TCP connection may go without a frame before it is closed (above the
-    /// 5 s ICE consent interval).
+    /// Seconds an ICE-TCP connection may go without a check that str0m answers before it is
+    /// closed (above the 5 s ICE consent interval). Other frames do not count: anyone can send
+    /// a frame of junk, while a live pair is checked every few seconds.
     #[arg(long, env = "VOXGATE_TCP_IDLE_TIMEOUT_SECS", default_value_t = 30)]
     pub tcp_idle_timeout_secs: u64,
 }
@@ -242,7 +271,13 @@ impl IceTcpFlags {
     pub fn tcp_limits(&self) -> TcpLimits {
         TcpLimits {
             max_conns: self.tcp_max_conns,
-            max_conns_per_ip: self.tcp_max_conns_per_ip,
+            max_tentative: self.tcp_max_tentative as usize,
+            per_source: SourceLimits {
+                per_source: u32::try_from(self.tcp_max_conns_per_ip).unwrap_or(u32::MAX),
+                per_56: self.tcp_max_conns_per_56,
+                per_48: self.tcp_max_conns_per_48,
+            },
+            max_conns_per_session: self.tcp_max_conns_per_session as usize,
             first_frame_timeout: Duration::from_secs(self.tcp_first_frame_timeout_secs),
             idle_timeout: Duration::from_secs(self.tcp_idle_timeout_secs),
             ..Default::default()

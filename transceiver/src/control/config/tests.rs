@@ -344,3 +344,29 @@ fn a_fleet_key_with_advertised_addresses_needs_relays_or_no_relays() {
         Config::try_parse_from(["transceiver", "--relays", "10.0.0.0/8", "--no-relays"]).is_err()
     );
 }
+
+#[test]
+fn ice_tcp_limits_default_to_the_documented_caps() {
+    let limits = parse(&[]).ice_tcp.tcp_limits();
+    assert_eq!(limits.max_conns, 4096);
+    assert_eq!(limits.max_tentative, 1024);
+    assert_eq!(limits.max_conns_per_session, 8);
+    assert_eq!(limits.per_source.per_source, 16);
+    assert_eq!(limits.per_source.per_56, 64);
+    assert_eq!(limits.per_source.per_48, 256);
+    let limits = parse(&["--tcp-max-conns-per-56", "5", "--tcp-max-tentative", "7"])
+        .ice_tcp
+        .tcp_limits();
+    assert_eq!((limits.per_source.per_56, limits.max_tentative), (5, 7));
+    for zero in [
+        "--tcp-max-conns-per-56",
+        "--tcp-max-conns-per-48",
+        "--tcp-max-tentative",
+        "--tcp-max-conns-per-session",
+    ] {
+        assert!(
+            Config::try_parse_from(["transceiver", zero, "0"]).is_err(),
+            "{zero} 0"
+        );
+    }
+}

@@ -745,3 +745,93 @@ fn checks_past_a_sessions_budget_are_dropped_unanswered_and_counted() {
     rig.receive(client, None, &check);
     assert_eq!(rig.out.sent.len(), 1, "the caller's check answered");
 }
+
+/// Connections of the loop's own listener the endpoint asks to close.
+fn tcp_closes(rig: &mut Rig) -> Vec<(u32, TcpCloseReason)> {
+    std::iter::from_fn(|| rig.endpoint.poll_tcp_close())
+        .map(|(c, reason)| (c.conn, reason))
+        .collect()
+}
+
+#[test]
+fn only_a_check_str0m_answers_keeps_a_tcp_connection() {
+    let mut rig = Rig::new(4);
+    let client = addr([192, 168, 1, 21], 5000);
+    let mut c = rig.call(client, Duration::from_secs(20));
+    let peer = addr([192, 168, 1, 21], 40_125);
+    let check = next_check(&mut rig, &mut c);
+    let now = rig.now;
+    let r = rig
+        .endpoint
+        .handle_first_tcp_frame(now, peer, 3, &check, &mut rig.out);
+    assert_eq!(r, Ok(()));
+    // A byte of junk from the connection's own (authenticated) peer: not a check.
+    assert!(!rig
+        .endpoint
+        .handle_tcp_frame(now, peer, 3, &[0x42], &mut rig.out));
+    let mut forged = check.clone();
+    let last = forged.len() - 10;
+    forged[last] ^= 0x55;
+    assert!(
+        !rig.endpoint
+            .handle_tcp_frame(now, peer, 3, &forged, &mut rig.out),
+        "a check str0m does not answer"
+    );
+    assert!(rig
+        .endpoint
+        .handle_tcp_frame(now, peer, 3, &check, &mut rig.out));
+}
+
+#[test]
+fn an_ended_sessions_tcp_connections_are_to_be_closed_and_no_others() {
+    let mut rig = Rig::new(4);
+    let mut a = rig.call(addr([192, 168, 1, 22], 5000), Duration::from_secs(20));
+    let mut b = rig.call(addr([192, 168, 1, 23], 5000), Duration::from_secs(20));
+    let check_a = next_check(&mut rig, &mut a);
+    let check_b = next_check(&mut rig, &mut b);
+    let now = rig.now;
+    for (conn, port) in [(1, 41_001), (2, 41_002)] {
+        let peer = addr([192, 168, 1, 22], port);
+        let r = rig
+            .endpoint
+            .handle_first_tcp_frame(now, peer, conn, &check_a, &mut rig.out);
+        assert_eq!(r, Ok(()));
+    }
+    let peer_b = addr([192, 168, 1, 23], 41_003);
+    let r = rig
+        .endpoint
+        .handle_first_tcp_frame(now, peer_b, 3, &check_b, &mut rig.out);
+    assert_eq!(r, Ok(()));
+    // Connection 2 closed on its own meanwhile.
+    rig.endpoint.tcp_closed(2, addr([192, 168, 1, 22], 41_002));
+    assert!(tcp_closes(&mut rig).is_empty());
+    let (reply, _) = oneshot::channel();
+    let delete = Command::Delete { id: a.id, reply };
+    rig.endpoint.handle_command(rig.now, delete, &mut rig.out);
+    let until = rig.now + Duration::from_secs(2);
+    while rig.endpoint.len() > 1 && rig.now < until {
+        rig.tick(&mut b);
+    }
+    assert_eq!(rig.endpoint.len(), 1, "session a removed");
+    assert_eq!(
+        tcp_closes(&mut rig),
+        vec![(1, TcpCloseReason::SessionEnded)]
+    );
+}
+
+#[test]
+fn a_session_past_its_share_of_tcp_connections_gives_up_its_oldest() {
+    let mut rig = Rig::new(4);
+    let share = TcpLimits::default().max_conns_per_session;
+    let mut c = rig.call(addr([192, 168, 1, 24], 5000), Duration::from_secs(20));
+    let check = next_check(&mut rig, &mut c);
+    let now = rig.now;
+    for conn in 0..=share as u32 {
+        let peer = addr([192, 168, 1, 24], 42_000 + conn as u16);
+        let r = rig
+            .endpoint
+            .handle_first_tcp_frame(now, peer, conn, &check, &mut rig.out);
+        assert_eq!(r, Ok(()), "connection {conn}");
+    }
+    assert_eq!(tcp_closes(&mut rig), vec![(0, TcpCloseReason::SessionCap)]);
+}
