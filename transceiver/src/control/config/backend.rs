@@ -16,7 +16,9 @@ pub struct BackendFlags {
     #[arg(long, env = "VOXGATE_ATTACH_TIMEOUT_SECS", default_value_t = 5)]
     pub attach_timeout_secs: u64,
 
-    /// Dispatches per session (after declines or lost backends) before it ends with no_backend.
+    /// Dispatches per session (after declines or lost backends) before it ends with no_backend;
+    /// counted afresh after each attach that held, so a call served until its backend broke
+    /// gets them all again.
     #[arg(long, env = "VOXGATE_MAX_DISPATCH_ATTEMPTS", default_value_t = 3)]
     pub max_dispatch_attempts: u32,
 
