@@ -720,7 +720,10 @@ mod tests {
         d.new_session(t0, SessionId(1), SessionInfo::default());
         for owner in 1..=3 {
             let o = drain(&mut d, t0);
-            assert!(matches!(o.as_slice(), [DispatchAction::Offer { .. }]), "{o:?}");
+            assert!(
+                matches!(o.as_slice(), [DispatchAction::Offer { .. }]),
+                "{o:?}"
+            );
             d.attached(SessionId(1), Some("a"), owner).unwrap();
             d.owner_lost(t0, SessionId(1), owner);
         }
