@@ -276,9 +276,9 @@ impl TestWorker {
     }
 
     /// Queues downlink PCM (48 kHz or the attach rate) for `session`, in chunks of at most
-    /// one second, as a real backend streams it: the transceiver refuses gRPC messages over
-    /// 256 KiB (20 s of 48 kHz PCM in one message would end the stream). Chunks of one item
-    /// are one item to the transceiver.
+    /// one second, as a real backend streams it: the transceiver drops a backend message over
+    /// 256 KiB (20 s of 48 kHz PCM in one message would never play). Chunks of one item are
+    /// one item to the transceiver.
     pub fn play(&self, session: &str, pcm: &[i16], item_id: &str) {
         for chunk in pcm.chunks(48_000) {
             let bytes: Vec<u8> = chunk.iter().flat_map(|s| s.to_le_bytes()).collect();
