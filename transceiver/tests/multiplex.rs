@@ -447,6 +447,83 @@ fn an_oversized_message_is_dropped_for_its_channel_and_every_call_on_the_stream_
 }
 
 #[test]
+fn a_callers_large_data_messages_never_make_an_uplink_batch_its_backend_refuses() {
+    // The mirror of issue 37's attack: a caller's data-channel messages (up to 256 KiB each)
+    // queued for a backend that read slowly used to leave in one batch, past the 4 MiB a gRPC
+    // client takes, and the backend's client ended the stream with every call on it.
+    let server = ServerProcess::start(&["--loops", "1", "--backend-stall-secs", "30"]);
+    let w = mux_worker(&server, "bot", 2);
+    let mut fleet = Fleet::new().unwrap();
+    let callers: Vec<usize> = [400.0, 500.0]
+        .into_iter()
+        .map(|hz| fleet.open(caller(&server, hz)).unwrap())
+        .collect();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || w
+        .attached()
+        .len()
+        == 2));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| callers
+            .iter()
+            .all(|&i| f.session(i).channel_open()))
+    );
+    let (sender, neighbour) = (
+        fleet.report(callers[0]).session_id,
+        fleet.report(callers[1]).session_id,
+    );
+    w.stall(&sender);
+    // 40 of 120 KB (the test client buffers 128 KiB): 4.8 MB.
+    let text = "x".repeat(120_000);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut sent = 0;
+    while sent < 40 {
+        // The caller's SCTP send buffer holds a few: wait for room as a browser would.
+        match fleet.send_channel_text(callers[0], &text) {
+            Ok(()) => sent += 1,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "{sent} sent: {e}");
+                fleet.run_for(Duration::from_millis(20));
+            }
+        }
+    }
+    // The transceiver queues them all for the stalled backend.
+    let location = fleet.report(callers[0]).location;
+    let queued = |server: &ServerProcess| {
+        let snap = http_get(&server.url(&location), None).json();
+        snap["counters"]["channel_messages_in"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    assert!(
+        drive_until(&mut fleet, Duration::from_secs(30), || queued(&server)
+            >= 40),
+        "the caller's messages did not all arrive: {}",
+        queued(&server)
+    );
+    w.resume();
+    assert!(
+        drive_until(&mut fleet, Duration::from_secs(10), || w
+            .session(&sender)
+            .is_some_and(|l| l.data.len() == 40)),
+        "{:?}\n{}",
+        w.session(&sender)
+            .map(|l| (l.data.len(), l.ended, l.closed)),
+        server.log_tail(20)
+    );
+    let before = w.session(&neighbour).unwrap().frames.len();
+    fleet.run_for(Duration::from_secs(1));
+    for id in [&sender, &neighbour] {
+        let log = w.session(id).unwrap();
+        assert!(!log.ended && log.closed.is_none(), "{id}: the stream broke");
+    }
+    let after = w.session(&neighbour).unwrap().frames.len();
+    assert!(
+        after >= before + 40,
+        "the neighbour's frames: {before} → {after}"
+    );
+}
+
+#[test]
 fn a_batch_over_the_decoding_limit_ends_only_its_stream_and_its_sessions_go_to_another_worker() {
     let server = ServerProcess::start(&["--loops", "1"]);
     let a = mux_worker(&server, "a", 1);

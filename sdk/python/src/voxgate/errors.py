@@ -67,7 +67,8 @@ def from_rpc_error(e: grpc.RpcError, what: str) -> VoxgateError:
 
 def _from_code(code: grpc.StatusCode | None, details: str, what: str) -> VoxgateError:
     if code == grpc.StatusCode.UNAUTHENTICATED:
-        return AuthError(f"{what}: the transceiver refused the token ({details}); check --grpc-token")
+        return AuthError(f"{what}: the transceiver refused the token ({details}); check "
+                         "--grpc-token (or --token, on a transceiver without --grpc-token)")
     if code == grpc.StatusCode.NOT_FOUND:
         return UnknownSessionError(f"{what}: unknown session ({details})")
     if code == grpc.StatusCode.FAILED_PRECONDITION:
