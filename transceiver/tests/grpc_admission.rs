@@ -27,6 +27,12 @@ fn with_token<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
     req
 }
 
+async fn connect(server: &ServerProcess) -> BridgeClient<Channel> {
+    BridgeClient::connect(server.grpc_url.clone())
+        .await
+        .expect("the gRPC port")
+}
+
 /// A tap of an unknown session: NOT_FOUND once past the credential check.
 async fn tap_code(client: &mut BridgeClient<Channel>, token: Option<&str>) -> tonic::Code {
     let req = TapRequest {
@@ -84,9 +90,7 @@ fn with_a_signaling_token_workers_and_taps_need_a_credential_too() {
     let server = ServerProcess::start(&["--loops", "1", "--token", "s3cret"]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _work = rt.block_on(async {
-        let mut client = BridgeClient::connect(server.grpc_url.clone())
-            .await
-            .unwrap();
+        let mut client = connect(&server).await;
         let refused = register(&mut client, "intruder", None).await.unwrap_err();
         assert_eq!(refused.code(), tonic::Code::Unauthenticated);
         assert_eq!(
@@ -116,9 +120,7 @@ fn a_grpc_token_of_its_own_is_the_only_credential_grpc_takes() {
     let server = ServerProcess::start(&["--loops", "1", "--token", "signal", "--grpc-token", "g"]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let mut client = BridgeClient::connect(server.grpc_url.clone())
-            .await
-            .unwrap();
+        let mut client = connect(&server).await;
         assert_eq!(
             tap_code(&mut client, Some("signal")).await,
             tonic::Code::Unauthenticated,
@@ -136,9 +138,7 @@ fn loopback_without_any_auth_stays_open() {
     let server = ServerProcess::start(&["--loops", "1"]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let mut client = BridgeClient::connect(server.grpc_url.clone())
-            .await
-            .unwrap();
+        let mut client = connect(&server).await;
         assert_eq!(tap_code(&mut client, None).await, tonic::Code::NotFound);
         let _work = register(&mut client, "local", None).await.unwrap();
     });

@@ -11,6 +11,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::backend::{TestWorker, Transport};
+use support::probe::rss_kib;
 use support::{drive_until, http_get, metric_sum, wait_metric, ServerProcess};
 use voxgate_proto::bridge::{downlink, Attach, AudioMode, ChannelDownlink, Clear, Downlink};
 use voxgate_testkit::{Fleet, SessionConfig};
@@ -319,6 +320,34 @@ fn a_long_answer_sent_at_once_is_played_whole_and_a_flood_loses_only_its_excess(
     assert!(heard + 10 >= due, "{heard} packets where {due} were due");
 }
 
+/// Opens a call per tone, all to `worker`'s one stream, and waits until each is attached and
+/// its data channel open; returns the callers' indices and their session ids.
+fn calls_on_one_stream(
+    fleet: &mut Fleet,
+    server: &ServerProcess,
+    worker: &TestWorker,
+    tones: &[f32],
+) -> (Vec<usize>, Vec<String>) {
+    let callers: Vec<usize> = tones
+        .iter()
+        .map(|&hz| fleet.open(caller(server, hz)).unwrap())
+        .collect();
+    assert!(drive_until(fleet, Duration::from_secs(10), || worker
+        .attached()
+        .len()
+        == tones.len()));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| callers
+            .iter()
+            .all(|&i| f.session(i).channel_open()))
+    );
+    let ids = callers
+        .iter()
+        .map(|&i| fleet.report(i).session_id)
+        .collect();
+    (callers, ids)
+}
+
 /// The largest gap between consecutive instants, and how many there are.
 fn largest_gap(times: &[Instant]) -> (Duration, usize) {
     let gap = times
@@ -337,22 +366,7 @@ fn an_oversized_message_is_dropped_for_its_channel_and_every_call_on_the_stream_
     let server = ServerProcess::start(&["--loops", "1"]);
     let w = mux_worker(&server, "bot", 3);
     let mut fleet = Fleet::new().unwrap();
-    let callers: Vec<usize> = [400.0, 500.0, 600.0]
-        .into_iter()
-        .map(|hz| fleet.open(caller(&server, hz)).unwrap())
-        .collect();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || w
-        .attached()
-        .len()
-        == 3));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
-            .all_connected())
-    );
-    let ids: Vec<String> = callers
-        .iter()
-        .map(|&i| fleet.report(i).session_id)
-        .collect();
+    let (callers, ids) = calls_on_one_stream(&mut fleet, &server, &w, &[400.0, 500.0, 600.0]);
     let (attacked, answered) = (&ids[0], &ids[1]);
     // The answered neighbour hears a 10 s answer, paced out while the attack goes on.
     let chunk = voxgate_proto::bridge::AudioChunk {
@@ -364,11 +378,12 @@ fn an_oversized_message_is_dropped_for_its_channel_and_every_call_on_the_stream_
         w.send(answered, downlink::Kind::Audio(chunk.clone()));
     }
     fleet.run_for(Duration::from_millis(500));
+    let rss_before = rss_kib(server.pid());
     let attack_at = Instant::now();
-    // The echo of issue 37, twice (each escaped control character is six bytes of JSON), and
-    // an audio chunk past the limit.
+    // The echo of issue 37 (each escaped control character is six bytes of JSON), ten times,
+    // and an audio chunk past the limit.
     let echoed = format!("{{\"echo\":\"{}\"}}", "\\u0001".repeat(60_000));
-    for _ in 0..2 {
+    for _ in 0..10 {
         w.send_unweighed(attacked, downlink::Kind::Data(text_message(&echoed)));
     }
     w.send_unweighed(
@@ -400,8 +415,14 @@ fn an_oversized_message_is_dropped_for_its_channel_and_every_call_on_the_stream_
             "voxgate_multiplex_dropped_total",
             &["reason=\"too_large\""]
         ),
-        3,
+        11,
         "each oversized message is dropped and counted"
+    );
+    let rss_after = rss_kib(server.pid());
+    eprintln!("RSS {rss_before} -> {rss_after} KiB");
+    assert!(
+        rss_after <= rss_before + 16 * 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB"
     );
     assert_eq!(metric_sum(&text, "voxgate_multiplex_streams", &[]), 1);
     assert_eq!(metric_sum(&text, "voxgate_sessions_ended_total", &[]), 0);
@@ -441,7 +462,7 @@ fn an_oversized_message_is_dropped_for_its_channel_and_every_call_on_the_stream_
     eprintln!("answer: {heard} packets of {due} due, {n} since the attack, largest gap {gap:?}");
     assert!(heard + 10 >= due, "{heard} packets where {due} were due");
     assert!(
-        gap <= Duration::from_millis(200),
+        gap <= Duration::from_millis(300),
         "a {gap:?} gap in the answer"
     );
 }
@@ -454,23 +475,8 @@ fn a_callers_large_data_messages_never_make_an_uplink_batch_its_backend_refuses(
     let server = ServerProcess::start(&["--loops", "1", "--backend-stall-secs", "30"]);
     let w = mux_worker(&server, "bot", 2);
     let mut fleet = Fleet::new().unwrap();
-    let callers: Vec<usize> = [400.0, 500.0]
-        .into_iter()
-        .map(|hz| fleet.open(caller(&server, hz)).unwrap())
-        .collect();
-    assert!(drive_until(&mut fleet, Duration::from_secs(10), || w
-        .attached()
-        .len()
-        == 2));
-    assert!(
-        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| callers
-            .iter()
-            .all(|&i| f.session(i).channel_open()))
-    );
-    let (sender, neighbour) = (
-        fleet.report(callers[0]).session_id,
-        fleet.report(callers[1]).session_id,
-    );
+    let (callers, ids) = calls_on_one_stream(&mut fleet, &server, &w, &[400.0, 500.0]);
+    let (sender, neighbour) = (ids[0].clone(), ids[1].clone());
     w.stall(&sender);
     // 40 of 120 KB (the test client buffers 128 KiB): 4.8 MB.
     let text = "x".repeat(120_000);
