@@ -15,9 +15,10 @@
 //!
 //! Memory: nothing past the checks holds a message over [`MAX_MESSAGE_BYTES`], so a session's
 //! downlink queue holds at most its depth (`DOWNLINK_QUEUE` plus the control reserve) times
-//! that; a `Multiplex` channel waiting for its attach at most `MAX_WAITING` times that, and its
-//! audio waiting for room is bounded by bytes (`multiplex`). The batch being decoded adds at
-//! most [`MAX_BATCH_BYTES`] per stream, and only until its messages are handed out.
+//! that. On a `Multiplex` stream, what waits beside the sessions' queues is bounded by bytes
+//! per stream (`multiplex`: messages waiting for their channel's attach, audio waiting for room
+//! in its session's queue). The batch being decoded adds at most [`MAX_BATCH_BYTES`] per
+//! stream, and only until its messages are handed out.
 //!
 //! The uplink's batches ([`MAX_UPLINK_BATCH_BYTES`]) stay well below the 4 MiB every gRPC
 //! client takes by default, whatever the callers send: one caller's data-channel messages (up

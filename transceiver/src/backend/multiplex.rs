@@ -11,7 +11,8 @@
 //!   another; attaches run as tasks of their own for the same reason.
 //!
 //! Bounds: a stream has at most [`MAX_ATTACHES_IN_FLIGHT`] attaches pending, a pending channel
-//! holds at most [`MAX_WAITING`] messages, and open channels need live sessions the backend
+//! holds at most [`MAX_WAITING`] messages (and all of them together
+//! [`MAX_WAITING_FOR_ATTACH_BYTES_PER_STREAM`]), and open channels need live sessions the backend
 //! owns. A channel message over the limit on one backend message is dropped for its channel
 //! alone (an attach that large is refused, as on a `Session` stream), and an uplink batch stops
 //! at a byte bound ([`crate::backend::message_size`] says why and what that bounds). What does
@@ -55,6 +56,9 @@ const MAX_WAITING_AUDIO_BYTES_PER_STREAM: usize = 64 << 20;
 const RETRY_WAITING: std::time::Duration = std::time::Duration::from_millis(10);
 /// Messages that wait for a channel's attach to finish.
 const MAX_WAITING: usize = 64;
+/// Bytes of messages waiting for attaches, all channels of one stream together (each message
+/// is at most `MAX_MESSAGE_BYTES`: without this, the attaches in flight times `MAX_WAITING`).
+const MAX_WAITING_FOR_ATTACH_BYTES_PER_STREAM: usize = 16 << 20;
 /// Attaches a stream may have pending at once (each is a round trip to the dispatcher and a
 /// media loop); more are refused with RESOURCE_EXHAUSTED.
 const MAX_ATTACHES_IN_FLIGHT: usize = 256;
@@ -147,6 +151,7 @@ async fn run_inbound(
         slots: HashMap::new(),
         attaching: 0,
         waiting_bytes: 0,
+        waiting_for_attach_bytes: 0,
         control,
         link,
         done: done_tx,
@@ -188,6 +193,8 @@ async fn run_inbound(
 struct Channels {
     slots: HashMap<u64, Slot>,
     attaching: usize,
+    /// Bytes of the messages waiting in every `Slot::Attaching`.
+    waiting_for_attach_bytes: usize,
     /// Audio bytes waiting in every channel's `waiting`.
     waiting_bytes: usize,
     control: Arc<ControlPlane>,
@@ -232,7 +239,10 @@ impl Channels {
                 self.waiting_bytes = self.waiting_bytes + c.waiting_bytes - before;
             }
             Some(Slot::Attaching { waiting, .. }) => {
-                if waiting.len() < MAX_WAITING {
+                let n = prost::Message::encoded_len(&d);
+                let room = MAX_WAITING_FOR_ATTACH_BYTES_PER_STREAM - self.waiting_for_attach_bytes;
+                if waiting.len() < MAX_WAITING && n <= room {
+                    self.waiting_for_attach_bytes += n;
                     waiting.push(d);
                 } else {
                     self.drop_counted(MultiplexDrop::AttachPending);
@@ -318,6 +328,8 @@ impl Channels {
         let Some(Slot::Attaching { waiting, release }) = self.slots.remove(&channel) else {
             return;
         };
+        let held: usize = waiting.iter().map(prost::Message::encoded_len).sum();
+        self.waiting_for_attach_bytes -= held;
         let Some(down) = down else {
             for _ in waiting {
                 self.drop_counted(MultiplexDrop::UnknownChannel);
