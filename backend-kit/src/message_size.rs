@@ -1,7 +1,8 @@
 //! The transceiver's limit on one gRPC message, and what a downlink message weighs against it.
 //!
-//! The transceiver refuses a message over 256 KiB and ends the stream that carried it; on a
-//! `Multiplex` stream that is every call on it. So the kit weighs each downlink message by its
+//! The transceiver drops a call's message over 256 KiB (and counts it); transceivers before
+//! issue 37 ended the stream that carried it, on a `Multiplex` stream every call on it, and
+//! refused a batch over 256 KiB the same way. So the kit weighs each downlink message by its
 //! encoded size (prost's `encoded_len`: the bytes gRPC frames, whatever the payload, so a data
 //! message that JSON escaping grew counts at its real size), refuses one that could fit no
 //! message at all, and fills each `MultiplexDownlink` only up to the limit.

@@ -163,6 +163,8 @@ fn start(net: &Network, dir: &Path) -> Fleetwide {
             Command::new(binaries::path("echo-bot"))
                 .args(["--transceiver", "http://127.0.0.1:50051"])
                 .args(["--capacity", "10", "--silence-ms", "300"])
+                // The transceiver takes its signaling token on gRPC (it has no --grpc-token).
+                .env("VOXGATE_ECHO_TOKEN", TOKEN)
                 .env("RUST_LOG", "info"),
             dir.join("echo-bot.log"),
         )

@@ -62,7 +62,7 @@ fn connections_for_a_deleted_session_cannot_lock_out_the_relays_tcp_tier() {
     let relay = RelayProcess::start(&ports, 1, &["--tcp-max-connections", &SLOTS.to_string()]);
     let t = start_transceiver(relay.public, 0, 1);
     // Plays back what each caller says, in one-second pieces, for as long as it talks.
-    let _bot = start_echo_bot_with(&t, &["--continuous", "--max-utterance-secs", "1"]);
+    let _bot = start_echo_bot_with(&t, None, &["--continuous", "--max-utterance-secs", "1"]);
     let caller = |send_for| SessionConfig {
         base_url: t.signal_url.clone(),
         tone_hz: 500.0,

@@ -14,7 +14,9 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 
 use common::netns::{can_create_namespaces, NetnsPair, SERVER_IP};
-use common::stack::{chromium_report, start_echo_bot, start_transceiver_with, Proc, Transceiver};
+use common::stack::{
+    chromium_report, start_echo_bot_with_token, start_transceiver_with, Proc, Transceiver,
+};
 use common::{RelayPorts, RelayProcess};
 use serde_json::Value;
 
@@ -36,7 +38,7 @@ fn server_host() -> Option<NetnsPair> {
 /// and TCP listener, the same IP:port) and the echo-bot.
 fn direct_mode() -> (Transceiver, Proc) {
     let t = transceiver(&[]);
-    let bot = start_echo_bot(&t);
+    let bot = start_echo_bot_with_token(&t, Some(TOKEN));
     (t, bot)
 }
 
@@ -152,7 +154,7 @@ fn chromium_with_udp_blocked_reaches_the_echo_bot_over_tcp_through_the_relay() {
     let host = format!("{SERVER_IP}/32");
     let relay = RelayProcess::start_on(ip, &RelayPorts::new(2), 2, &["--transceivers", &host]);
     let t = transceiver(&["--advertise", &relay.public.to_string(), "--relays", &host]);
-    let _bot = start_echo_bot(&t);
+    let _bot = start_echo_bot_with_token(&t, Some(TOKEN));
     net.block_udp_to(relay.public);
 
     let report = chromium(&net, &t, "tcp", || {

@@ -17,7 +17,7 @@ use voxgate_transceiver::control::process_load;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
 use voxgate_transceiver::auth::Authenticator;
-use voxgate_transceiver::backend::bridge_service::BridgeService;
+use voxgate_transceiver::backend::bridge_service::{BridgeService, GrpcAdmission};
 use voxgate_transceiver::backend::dispatch::Dispatcher;
 use voxgate_transceiver::backend::dispatch_handle::{DispatchHandle, DispatchMsg};
 use voxgate_transceiver::backend::dispatch_task::run_dispatcher;
@@ -190,13 +190,17 @@ async fn serve(
         "transceiver ready"
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let grpc_token = config.auth.grpc_token.as_deref();
-    if auth.is_open() || grpc_token.is_none() {
+    let grpc_admission = config.grpc_admission()?;
+    let grpc_auth = grpc_admission.credential.is_some();
+    if auth.is_open() || !grpc_auth {
         tracing::warn!(
             signaling_auth = !auth.is_open(),
-            grpc_auth = grpc_token.is_some(),
+            grpc_auth,
             "running without authentication on some listener (loopback or --insecure-no-auth)"
         );
+    }
+    if grpc_auth && config.auth.grpc_token.is_none() {
+        tracing::info!("no --grpc-token: gRPC calls need the signaling --token");
     }
     let state = AppState {
         control: control.clone(),
@@ -243,7 +247,7 @@ async fn serve(
     let grpc_task = tokio::spawn(serve_grpc(
         grpc,
         control.clone(),
-        grpc_token.map(Arc::from),
+        grpc_admission,
         &config.backend,
         stop_rx.clone(),
     ));
@@ -269,11 +273,12 @@ async fn serve(
     Ok(())
 }
 
-/// The gRPC bridge on `listener` (calls need `token` when set) until `stop` turns true.
+/// The gRPC bridge on `listener` (admitting calls and workers by `admission`) until `stop`
+/// turns true.
 fn serve_grpc(
     listener: tokio::net::TcpListener,
     control: Arc<ControlPlane>,
-    token: Option<Arc<str>>,
+    admission: GrpcAdmission,
     backend: &BackendFlags,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> impl std::future::Future<Output = Result<(), tonic::transport::Error>> {
@@ -301,7 +306,7 @@ fn serve_grpc(
         // backend's Work subscription is dropped and its sessions are dispatched again.
         .http2_keepalive_interval(Some(keepalive))
         .http2_keepalive_timeout(Some(keepalive_timeout))
-        .add_service(BridgeService::server(control, token))
+        .add_service(BridgeService::server(control, admission))
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.changed().await;
         })

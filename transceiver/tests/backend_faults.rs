@@ -1,5 +1,7 @@
-//! Backends that freeze, send oversized messages, or outlive the session limit, against the
-//! real transceiver, real str0m callers (testkit) and real gRPC backends (support/backend.rs).
+//! Backends that freeze, send oversized messages (a gRPC message past the decoding limit is
+//! refused; a call's message past the limit on one message is dropped for that call alone), or
+//! outlive the session limit, against the real transceiver, real str0m callers (testkit) and
+//! real gRPC backends (support/backend.rs).
 
 mod support;
 
@@ -251,6 +253,128 @@ fn a_huge_grpc_message_is_rejected() {
         codes.1
     );
     assert_eq!(http_get(&server.url("/healthz"), None).status, 200);
+}
+
+#[test]
+fn an_oversized_session_message_is_dropped_and_the_call_goes_on() {
+    // A `Session` stream's message over the 256 KiB limit on one backend message used to end
+    // the stream (and the call went to be dispatched again); now it is dropped and counted.
+    use voxgate_proto::bridge::bridge_client::BridgeClient;
+    use voxgate_proto::bridge::{data_message, downlink, uplink, Attach, DataMessage, Downlink};
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet.open(caller(&server)).unwrap();
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .session(i)
+            .channel_open())
+    );
+    let id = fleet.report(i).session_id;
+    let data = |text: String| Downlink {
+        kind: Some(downlink::Kind::Data(DataMessage {
+            label: "oai-events".into(),
+            payload: Some(data_message::Payload::Text(text)),
+        })),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let frames = Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
+    let ended = Arc::new(AtomicBool::new(false));
+    let tx = rt.block_on(async {
+        let mut client = BridgeClient::connect(server.grpc_url.clone())
+            .await
+            .unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let attach = Attach {
+            session_id: id.clone(),
+            ..Default::default()
+        };
+        tx.send(Downlink {
+            kind: Some(downlink::Kind::Attach(attach)),
+        })
+        .await
+        .unwrap();
+        let mut up = client
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let (frames, ended) = (frames.clone(), ended.clone());
+        tokio::spawn(async move {
+            while let Ok(Some(m)) = up.message().await {
+                if let Some(uplink::Kind::Audio(f)) = m.kind {
+                    frames.lock().unwrap().push(f.sequence);
+                }
+            }
+            ended.store(true, Ordering::Relaxed);
+        });
+        tx
+    });
+    fleet.run_for(Duration::from_millis(500));
+    let before = frames.lock().unwrap().len();
+    let echoed = format!("{{\"echo\":\"{}\"}}", "\\u0001".repeat(60_000));
+    rt.block_on(async {
+        tx.send(data(echoed)).await.unwrap();
+        tx.send(data("after the attack".into())).await.unwrap();
+    });
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .session(i)
+            .channel_messages()
+            .iter()
+            .any(|m| m.contains("after the attack"))),
+        "the message after the oversized one never arrived\n{}",
+        server.log_tail(20)
+    );
+    fleet.run_for(Duration::from_secs(1));
+    let dropped = wait_metric(
+        &server,
+        "voxgate_session_downlink_dropped_total",
+        &["reason=\"too_large\""],
+        1,
+    );
+    assert_eq!(dropped, 1, "the oversized message is counted");
+    let text = http_get(&server.url("/metrics"), None).body;
+    assert_eq!(metric_sum(&text, "voxgate_sessions_ended_total", &[]), 0);
+    assert!(!ended.load(Ordering::Relaxed), "the stream ended");
+    let frames = frames.lock().unwrap().clone();
+    assert!(frames.len() >= before + 50, "{before} → {}", frames.len());
+    for w in frames.windows(2) {
+        assert_eq!(w[1], w[0] + 1, "a frame is missing");
+    }
+    drop(tx);
+}
+
+#[test]
+fn a_call_whose_backends_break_one_after_another_gets_its_full_attempts_each_time() {
+    // Issue 37: attempts were never renewed after a good attach, so a call whose backend's
+    // stream broke twice ended with no_backend although every backend had served it. With two
+    // attempts, each break here costs one: the third backend takes the call only if the
+    // attach that held renewed them.
+    let server = ServerProcess::start(&["--loops", "1", "--max-dispatch-attempts", "2"]);
+    let mut workers = vec![TestWorker::start(&server.grpc_url, "w1", 4, 48_000)];
+    let mut fleet = Fleet::new().unwrap();
+    let i = fleet.open(caller(&server)).unwrap();
+    assert!(drive_until(&mut fleet, Duration::from_secs(10), || workers
+        [0]
+    .attached()
+    .len()
+        == 1));
+    let id = fleet.report(i).session_id;
+    for n in 2..=4 {
+        let next = TestWorker::start(&server.grpc_url, &format!("w{n}"), 4, 48_000);
+        workers.last_mut().unwrap().kill();
+        assert!(
+            drive_until(&mut fleet, Duration::from_secs(10), || next
+                .session(&id)
+                .is_some_and(|l| l.frames.len() > 10)),
+            "backend w{n} never got the call\n{}",
+            server.log_tail(20)
+        );
+        assert_eq!(next.session(&id).unwrap().attempt, n);
+        workers.push(next);
+    }
+    let text = http_get(&server.url("/metrics"), None).body;
+    assert_eq!(metric_sum(&text, "voxgate_sessions_ended_total", &[]), 0);
 }
 
 #[test]

@@ -127,6 +127,13 @@ const TRANSCEIVER_FLAGS: &[(&str, &str, &str)] = &[
         "VOXGATE_TCP_IDLE_TIMEOUT_SECS",
         "30",
     ),
+    // Issue 37: worker registrations capped per gRPC connection and in total.
+    (
+        "max-workers-per-connection",
+        "VOXGATE_MAX_WORKERS_PER_CONNECTION",
+        "16",
+    ),
+    ("max-workers", "VOXGATE_MAX_WORKERS", "1024"),
 ];
 
 /// The relay's flags, as [`TRANSCEIVER_FLAGS`].

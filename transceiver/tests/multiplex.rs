@@ -2,13 +2,16 @@
 //! tested over both in audio_bridge.rs): attach failures close only their channel with the
 //! status a `Session` call would get, `release` and a dropped stream hand sessions to another
 //! worker, a stream that stops reading loses its frames and then its channels while other
-//! backends keep their audio, and a channel flooded with downlink loses only its excess audio.
+//! backends keep their audio, a channel flooded with downlink loses only its excess audio, and
+//! a message over the limit on one message is dropped for its channel alone (only a batch over
+//! the decoding limit ends a stream).
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use support::backend::{TestWorker, Transport};
+use support::probe::rss_kib;
 use support::{drive_until, http_get, metric_sum, wait_metric, ServerProcess};
 use voxgate_proto::bridge::{downlink, Attach, AudioMode, ChannelDownlink, Clear, Downlink};
 use voxgate_testkit::{Fleet, SessionConfig};
@@ -317,20 +320,230 @@ fn a_long_answer_sent_at_once_is_played_whole_and_a_flood_loses_only_its_excess(
     assert!(heard + 10 >= due, "{heard} packets where {due} were due");
 }
 
+/// Opens a call per tone, all to `worker`'s one stream, and waits until each is attached and
+/// its data channel open; returns the callers' indices and their session ids.
+fn calls_on_one_stream(
+    fleet: &mut Fleet,
+    server: &ServerProcess,
+    worker: &TestWorker,
+    tones: &[f32],
+) -> (Vec<usize>, Vec<String>) {
+    let callers: Vec<usize> = tones
+        .iter()
+        .map(|&hz| fleet.open(caller(server, hz)).unwrap())
+        .collect();
+    assert!(drive_until(fleet, Duration::from_secs(10), || worker
+        .attached()
+        .len()
+        == tones.len()));
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| callers
+            .iter()
+            .all(|&i| f.session(i).channel_open()))
+    );
+    let ids = callers
+        .iter()
+        .map(|&i| fleet.report(i).session_id)
+        .collect();
+    (callers, ids)
+}
+
+/// The largest gap between consecutive instants, and how many there are.
+fn largest_gap(times: &[Instant]) -> (Duration, usize) {
+    let gap = times
+        .windows(2)
+        .map(|w| w[1].saturating_duration_since(w[0]))
+        .max()
+        .unwrap_or_default();
+    (gap, times.len())
+}
+
 #[test]
-fn an_oversized_message_ends_only_its_stream_and_its_sessions_go_to_another_worker() {
+fn an_oversized_message_is_dropped_for_its_channel_and_every_call_on_the_stream_keeps_its_media() {
+    // Issue 37: a caller's 60 KB text of control characters came back from the echo bot as a
+    // 360,051-byte data message (JSON escaping grew it), and the transceiver ended the bot's
+    // whole Multiplex stream: every call on it.
+    let server = ServerProcess::start(&["--loops", "1"]);
+    let w = mux_worker(&server, "bot", 3);
+    let mut fleet = Fleet::new().unwrap();
+    let (callers, ids) = calls_on_one_stream(&mut fleet, &server, &w, &[400.0, 500.0, 600.0]);
+    let (attacked, answered) = (&ids[0], &ids[1]);
+    // The answered neighbour hears a 10 s answer, paced out while the attack goes on.
+    let chunk = voxgate_proto::bridge::AudioChunk {
+        pcm: vec![0x10; 48 * 100 * 2].into(),
+        item_id: "answer".into(),
+    };
+    let answer_sent = Instant::now();
+    for _ in 0..100 {
+        w.send(answered, downlink::Kind::Audio(chunk.clone()));
+    }
+    fleet.run_for(Duration::from_millis(500));
+    let rss_before = rss_kib(server.pid());
+    let attack_at = Instant::now();
+    // The echo of issue 37 (each escaped control character is six bytes of JSON), ten times,
+    // and an audio chunk past the limit.
+    let echoed = format!("{{\"echo\":\"{}\"}}", "\\u0001".repeat(60_000));
+    for _ in 0..10 {
+        w.send_unweighed(attacked, downlink::Kind::Data(text_message(&echoed)));
+    }
+    w.send_unweighed(
+        attacked,
+        downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+            pcm: vec![0u8; 300 * 1024].into(),
+            item_id: String::new(),
+        }),
+    );
+    // The attacked call itself goes on: a message after the attack reaches its caller.
+    w.send(
+        attacked,
+        downlink::Kind::Data(text_message("after the attack")),
+    );
+    assert!(
+        fleet.run_until(Instant::now() + Duration::from_secs(10), |f| f
+            .session(callers[0])
+            .channel_messages()
+            .iter()
+            .any(|m| m.contains("after the attack"))),
+        "the attacked channel is gone\n{}",
+        server.log_tail(20)
+    );
+    fleet.run_for(Duration::from_secs(3));
+    let text = http_get(&server.url("/metrics"), None).body;
+    assert_eq!(
+        metric_sum(
+            &text,
+            "voxgate_multiplex_dropped_total",
+            &["reason=\"too_large\""]
+        ),
+        11,
+        "each oversized message is dropped and counted"
+    );
+    let rss_after = rss_kib(server.pid());
+    eprintln!("RSS {rss_before} -> {rss_after} KiB");
+    assert!(
+        rss_after <= rss_before + 16 * 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB"
+    );
+    assert_eq!(metric_sum(&text, "voxgate_multiplex_streams", &[]), 1);
+    assert_eq!(metric_sum(&text, "voxgate_sessions_ended_total", &[]), 0);
+    assert!(!server.log_tail(200).contains("multiplex stream ended"));
+    // Every call on the stream kept its uplink: gap-free sequences, at the frame pace, with no
+    // stall of the stream (the largest gap between two arrivals at the backend is measured).
+    for id in &ids {
+        let log = w.session(id).unwrap();
+        assert!(log.closed.is_none() && !log.ended, "{id}: {log:?}");
+        assert_eq!(log.attempt, 1, "{id} was never dispatched again");
+        for f in log.frames.windows(2) {
+            assert_eq!(f[1].0, f[0].0 + 1, "{id}: a frame is missing");
+        }
+        let since: Vec<Instant> = log
+            .frames
+            .iter()
+            .map(|f| f.2)
+            .filter(|t| *t >= attack_at)
+            .collect();
+        let (gap, n) = largest_gap(&since);
+        let due = (attack_at.elapsed().as_millis() / 20) as usize;
+        eprintln!("{id}: {n} uplink frames of {due} due since the attack, largest gap {gap:?}");
+        assert!(n + 25 >= due, "{id}: {n} frames where {due} were due");
+        assert!(gap <= Duration::from_millis(300), "{id}: a {gap:?} gap");
+    }
+    // The answer kept its pace at its caller: a packet every 20 ms since it was sent.
+    let due = (answer_sent.elapsed().as_millis() / 20).min(500) as u64;
+    let heard = fleet.report(callers[1]).audio_packets_received;
+    let arrivals: Vec<Instant> = fleet
+        .session(callers[1])
+        .arrival_times()
+        .iter()
+        .copied()
+        .filter(|t| *t >= attack_at)
+        .collect();
+    let (gap, n) = largest_gap(&arrivals);
+    eprintln!("answer: {heard} packets of {due} due, {n} since the attack, largest gap {gap:?}");
+    assert!(heard + 10 >= due, "{heard} packets where {due} were due");
+    assert!(
+        gap <= Duration::from_millis(300),
+        "a {gap:?} gap in the answer"
+    );
+}
+
+#[test]
+fn a_callers_large_data_messages_never_make_an_uplink_batch_its_backend_refuses() {
+    // The mirror of issue 37's attack: a caller's data-channel messages (up to 256 KiB each)
+    // queued for a backend that read slowly used to leave in one batch, past the 4 MiB a gRPC
+    // client takes, and the backend's client ended the stream with every call on it.
+    let server = ServerProcess::start(&["--loops", "1", "--backend-stall-secs", "30"]);
+    let w = mux_worker(&server, "bot", 2);
+    let mut fleet = Fleet::new().unwrap();
+    let (callers, ids) = calls_on_one_stream(&mut fleet, &server, &w, &[400.0, 500.0]);
+    let (sender, neighbour) = (ids[0].clone(), ids[1].clone());
+    w.stall(&sender);
+    // 40 of 120 KB (the test client buffers 128 KiB): 4.8 MB.
+    let text = "x".repeat(120_000);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut sent = 0;
+    while sent < 40 {
+        // The caller's SCTP send buffer holds a few: wait for room as a browser would.
+        match fleet.send_channel_text(callers[0], &text) {
+            Ok(()) => sent += 1,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "{sent} sent: {e}");
+                fleet.run_for(Duration::from_millis(20));
+            }
+        }
+    }
+    // The transceiver queues them all for the stalled backend.
+    let location = fleet.report(callers[0]).location;
+    let queued = |server: &ServerProcess| {
+        let snap = http_get(&server.url(&location), None).json();
+        snap["counters"]["channel_messages_in"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    assert!(
+        drive_until(&mut fleet, Duration::from_secs(30), || queued(&server)
+            >= 40),
+        "the caller's messages did not all arrive: {}",
+        queued(&server)
+    );
+    w.resume();
+    assert!(
+        drive_until(&mut fleet, Duration::from_secs(10), || w
+            .session(&sender)
+            .is_some_and(|l| l.data.len() == 40)),
+        "{:?}\n{}",
+        w.session(&sender)
+            .map(|l| (l.data.len(), l.ended, l.closed)),
+        server.log_tail(20)
+    );
+    let before = w.session(&neighbour).unwrap().frames.len();
+    fleet.run_for(Duration::from_secs(1));
+    for id in [&sender, &neighbour] {
+        let log = w.session(id).unwrap();
+        assert!(!log.ended && log.closed.is_none(), "{id}: the stream broke");
+    }
+    let after = w.session(&neighbour).unwrap().frames.len();
+    assert!(
+        after >= before + 40,
+        "the neighbour's frames: {before} → {after}"
+    );
+}
+
+#[test]
+fn a_batch_over_the_decoding_limit_ends_only_its_stream_and_its_sessions_go_to_another_worker() {
     let server = ServerProcess::start(&["--loops", "1"]);
     let a = mux_worker(&server, "a", 1);
     let mut fleet = Fleet::new().unwrap();
     let id = first_call_of(&mut fleet, &server, &a, 450.0);
     let b = TestWorker::start(&server.grpc_url, "b", 2, 48_000);
     let neighbour = first_call_of(&mut fleet, &server, &b, 650.0);
-    // One message past the transceiver's 256 KiB limit: a broken backend, not a slow one.
+    // One gRPC message past the transceiver's 4 MiB decoding limit (a batch no backend sizes
+    // so): a broken backend, not a slow one.
     a.send_raw(ChannelDownlink {
         channel: 1,
         downlink: Some(Downlink {
             kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
-                pcm: vec![0u8; 300 * 1024].into(),
+                pcm: vec![0u8; 5 << 20].into(),
                 item_id: String::new(),
             })),
         }),

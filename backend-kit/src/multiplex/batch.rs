@@ -2,8 +2,9 @@
 //! one `MultiplexDownlink` per poll of the stream, so one write and one wakeup of the
 //! transceiver carry every call's chunk.
 //!
-//! A batch is sized by its real encoded size against the transceiver's message limit (a message
-//! over it would end the stream and every call on it): [`BatchBuilder`] adds each message's
+//! A batch is sized by its real encoded size against the transceiver's limit on one message (it
+//! takes batches up to 4 MiB now; older transceivers ended a stream, and every call on it, for a
+//! batch over that limit): [`BatchBuilder`] adds each message's
 //! entry length (from `prost`'s `encoded_len`, weighed when the call queued it) and takes no
 //! message that would pass the limit; that message starts the next batch. A message that could
 //! fit no batch was refused when its call sent it ([`crate::CallSender`]).

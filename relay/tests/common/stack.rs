@@ -155,18 +155,25 @@ pub fn start_transceiver_with(
 
 /// The echo-bot subscribed to `t` (capacity 100), once it has registered.
 pub fn start_echo_bot(t: &Transceiver) -> Proc {
-    start_echo_bot_with(t, &[])
+    start_echo_bot_with(t, None, &[])
 }
 
-/// As [`start_echo_bot`], with extra flags (e.g. `--continuous`).
-pub fn start_echo_bot_with(t: &Transceiver, args: &[&str]) -> Proc {
-    let bot = Proc::spawn(
-        Command::new(sibling_bin("echo-bot"))
-            .args(["--transceiver", &t.grpc, "--capacity", "100"])
-            .args(["--silence-ms", "300"])
-            .args(args),
-        "echo-bot",
-    );
+/// As [`start_echo_bot`], presenting `token` on every gRPC call (a transceiver whose signaling
+/// has a token wants it on gRPC too, when it has no `--grpc-token`).
+pub fn start_echo_bot_with_token(t: &Transceiver, token: Option<&str>) -> Proc {
+    start_echo_bot_with(t, token, &[])
+}
+
+/// As [`start_echo_bot_with_token`], with extra flags (e.g. `--continuous`).
+pub fn start_echo_bot_with(t: &Transceiver, token: Option<&str>, args: &[&str]) -> Proc {
+    let mut cmd = Command::new(sibling_bin("echo-bot"));
+    cmd.args(["--transceiver", &t.grpc, "--capacity", "100"])
+        .args(["--silence-ms", "300"])
+        .args(args);
+    if let Some(token) = token {
+        cmd.env("VOXGATE_ECHO_TOKEN", token);
+    }
+    let bot = Proc::spawn(&mut cmd, "echo-bot");
     let ok = eventually(Duration::from_secs(10), || {
         bot.log_text().contains("registered")
     });

@@ -220,6 +220,8 @@ pub(crate) async fn attach_owner(
         dispatch.send(DispatchMsg::OwnerLost { id, owner }).await;
         return Err(attach_status(e));
     }
+    // Only now has the session a working owner: its dispatch attempts start afresh.
+    dispatch.send(DispatchMsg::AttachHeld { id, owner }).await;
     tracing::info!(session = %id, worker = worker.as_deref().unwrap_or("-"), sample_rate = ask.sample_rate, mode = ?ask.mode, application = ?ask.encoder.application, complexity = ?ask.encoder.complexity, "backend attached");
     Ok(DownlinkTx {
         tx: down_tx,

@@ -6,7 +6,11 @@
 //! offered to another worker. A session whose owner is lost (stream broken, worker gone) is
 //! queued again at the front. Sessions wait in a FIFO queue while no worker has room, for at
 //! most the dispatch timeout (if set); a session that exhausts its attempts or its wait ends
-//! with `no_backend`. Time comes in as `now`; actions come out of [`Dispatcher::poll_action`].
+//! with `no_backend`. Attempts are counted afresh from each attach that held (the loop took
+//! the owner, [`Dispatcher::attach_held`]): a call served until its backend's stream broke
+//! gets as many offers as a new one, so a stream that one hostile message broke cannot use up
+//! the attempts of the calls that were fine on it. Time comes in as `now`; actions come out of
+//! [`Dispatcher::poll_action`].
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -103,9 +107,20 @@ enum Stage {
 #[derive(Debug)]
 struct Tracked {
     stage: Stage,
+    /// Offers made so far (`Dispatch.attempt` of the latest): never reset, so a late decline
+    /// of an old offer stays recognisable.
     attempts: u32,
+    /// `attempts` when an attach last held (the loop took the owner): the offers since count
+    /// against `max_attempts`, so a call served until its backend broke gets them all again.
+    attempts_before: u32,
     declined_by: Vec<WorkerId>,
     info: SessionInfo,
+}
+
+impl Tracked {
+    fn attempts_left(&self, max_attempts: u32) -> bool {
+        self.attempts - self.attempts_before < max_attempts
+    }
 }
 
 #[derive(Debug)]
@@ -171,6 +186,7 @@ impl Dispatcher {
             Tracked {
                 stage: Stage::Queued { since: now },
                 attempts: 0,
+                attempts_before: 0,
                 declined_by: Vec::new(),
                 info,
             },
@@ -226,6 +242,19 @@ impl Dispatcher {
             w.holding.insert(id);
         }
         Ok(())
+    }
+
+    /// Attachment `owner` of the session holds: its loop took the owner's queues. From here
+    /// the session has a full `max_attempts` again should it lose this owner, and the workers
+    /// that declined it before are forgotten. A confirmation of an earlier owner (the session
+    /// has moved on since) changes nothing.
+    pub fn attach_held(&mut self, id: SessionId, owner: u64) {
+        if let Some(t) = self.sessions.get_mut(&id) {
+            if matches!(t.stage, Stage::Owned { owner: o, .. } if o == owner) {
+                t.attempts_before = t.attempts;
+                t.declined_by.clear();
+            }
+        }
     }
 
     /// Attachment `owner` of the session broke before the session ended: dispatch it again.
@@ -299,7 +328,7 @@ impl Dispatcher {
             t.declined_by.push(w.to_string());
         }
         t.stage = Stage::Queued { since: now };
-        if t.attempts >= self.config.max_attempts {
+        if !t.attempts_left(self.config.max_attempts) {
             self.actions.push_back(DispatchAction::End { session: id });
             self.sessions.remove(&id);
             return;
@@ -648,6 +677,75 @@ mod tests {
             d.attached(SessionId(2), None, 3),
             Err(DispatchError::UnknownSession)
         );
+    }
+
+    #[test]
+    fn a_session_that_held_an_attach_gets_its_full_attempts_after_each_loss() {
+        // Issue 37: a backend's stream broke twice (each break also cost a decline of an offer
+        // its dead stream could not attach): with attempts never reset, the third loss ended a
+        // call that had been served all along.
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("a", 5).unwrap();
+        d.new_session(t0, SessionId(1), SessionInfo::default());
+        let mut owner = 0;
+        for round in 0..5 {
+            // Every offer but the last of the round is declined: max_attempts - 1 of them.
+            for _ in 1..cfg().max_attempts {
+                let o = drain(&mut d, t0);
+                assert!(
+                    matches!(o.as_slice(), [DispatchAction::Offer { .. }]),
+                    "round {round}: {o:?}"
+                );
+                d.rejected(t0, SessionId(1), "a", 0);
+            }
+            let o = drain(&mut d, t0);
+            assert!(
+                matches!(o.as_slice(), [DispatchAction::Offer { .. }]),
+                "round {round}: the last attempt is offered: {o:?}"
+            );
+            owner += 1;
+            d.attached(SessionId(1), Some("a"), owner).unwrap();
+            d.attach_held(SessionId(1), owner);
+            assert!(d.owner_lost(t0, SessionId(1), owner));
+        }
+        // Offer numbers keep counting: a late decline of an old offer stays recognisable.
+        let o = drain(&mut d, t0);
+        assert!(
+            matches!(o.as_slice(), [DispatchAction::Offer { attempt: 16, .. }]),
+            "{o:?}"
+        );
+    }
+
+    #[test]
+    fn an_attach_the_loop_never_took_does_not_renew_the_attempts() {
+        // Approved by the dispatcher, refused by the loop: the owner is lost at once, and a
+        // backend failing that way every time must still run the session out of attempts.
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("a", 5).unwrap();
+        d.new_session(t0, SessionId(1), SessionInfo::default());
+        for owner in 1..=3 {
+            let o = drain(&mut d, t0);
+            assert!(
+                matches!(o.as_slice(), [DispatchAction::Offer { .. }]),
+                "{o:?}"
+            );
+            d.attached(SessionId(1), Some("a"), owner).unwrap();
+            d.owner_lost(t0, SessionId(1), owner);
+        }
+        assert_eq!(
+            drain(&mut d, t0),
+            vec![DispatchAction::End {
+                session: SessionId(1)
+            }]
+        );
+        // A confirmation of an owner that is not the current one changes nothing.
+        d.new_session(t0, SessionId(2), SessionInfo::default());
+        drain(&mut d, t0);
+        d.attached(SessionId(2), Some("a"), 9).unwrap();
+        d.attach_held(SessionId(2), 8);
+        assert!(d.owner_lost(t0, SessionId(2), 9));
     }
 
     #[test]

@@ -49,6 +49,11 @@ pub enum DispatchMsg {
         owner: u64,
         reply: oneshot::Sender<Result<(), DispatchError>>,
     },
+    /// The loop took attachment `owner`'s queues: the attach held.
+    AttachHeld {
+        id: SessionId,
+        owner: u64,
+    },
     OwnerLost {
         id: SessionId,
         owner: u64,

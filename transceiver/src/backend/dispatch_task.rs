@@ -97,6 +97,7 @@ impl DispatchTask {
             } => {
                 let _ = reply.send(self.dispatcher.attached(id, worker.as_deref(), owner));
             }
+            DispatchMsg::AttachHeld { id, owner } => self.dispatcher.attach_held(id, owner),
             DispatchMsg::OwnerLost { id, owner } => {
                 if self.dispatcher.owner_lost(now, id, owner) {
                     tracing::info!(session = %id, "backend stream lost; re-dispatching");

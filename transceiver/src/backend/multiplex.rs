@@ -11,8 +11,12 @@
 //!   another; attaches run as tasks of their own for the same reason.
 //!
 //! Bounds: a stream has at most [`MAX_ATTACHES_IN_FLIGHT`] attaches pending, a pending channel
-//! holds at most [`MAX_WAITING`] messages, and open channels need live sessions the backend
-//! owns. What does not fit is dropped and counted (`voxgate_multiplex_dropped_total{reason}`).
+//! holds at most [`MAX_WAITING`] messages (and all of them together
+//! [`MAX_WAITING_FOR_ATTACH_BYTES_PER_STREAM`]), and open channels need live sessions the backend
+//! owns. A channel message over the limit on one backend message is dropped for its channel
+//! alone (an attach that large is refused, as on a `Session` stream), and an uplink batch stops
+//! at a byte bound ([`crate::backend::message_size`] says why and what that bounds). What does
+//! not fit is dropped and counted (`voxgate_multiplex_dropped_total{reason}`).
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -23,18 +27,20 @@ use tokio::sync::mpsc;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Status, Streaming};
 use voxgate_proto::bridge::{
-    downlink, ChannelDownlink, Downlink, MultiplexDownlink, MultiplexUplink,
+    downlink, ChannelDownlink, ChannelUplink, Downlink, MultiplexDownlink, MultiplexUplink,
 };
 
 use crate::backend::attach::{
     attach_owner, observe_queue_wait, unix_micros_now, AttachRequest, DownlinkTx, DOWNLINK_QUEUE,
 };
+use crate::backend::message_size::{check_downlink, uplink_batch_len, TooLarge};
 use crate::control::plane::ControlPlane;
 use crate::media::audio_bridge::{ChannelTx, MuxLink, MuxReceiver, OwnerUplink};
 use crate::metrics::{Metrics, MultiplexDrop};
 
-/// Most channel messages in one `MultiplexUplink`: 256 frames of 48 kHz PCM are 0.5 MB, well
-/// under the 4 MB a gRPC client takes by default.
+/// Most channel messages in one `MultiplexUplink` (and at most `MAX_UPLINK_BATCH_BYTES` of
+/// them): 256 frames of 48 kHz PCM are 0.5 MB, well under the 4 MB a gRPC client takes by
+/// default.
 const MAX_BATCH: usize = 256;
 /// Slots of a channel's downlink queue that only clear, data and hangup may use, so a barge-in
 /// gets through whatever audio is queued.
@@ -50,6 +56,9 @@ const MAX_WAITING_AUDIO_BYTES_PER_STREAM: usize = 64 << 20;
 const RETRY_WAITING: std::time::Duration = std::time::Duration::from_millis(10);
 /// Messages that wait for a channel's attach to finish.
 const MAX_WAITING: usize = 64;
+/// Bytes of messages waiting for attaches, all channels of one stream together (each message
+/// is at most `MAX_MESSAGE_BYTES`: without this, the attaches in flight times `MAX_WAITING`).
+const MAX_WAITING_FOR_ATTACH_BYTES_PER_STREAM: usize = 16 << 20;
 /// Attaches a stream may have pending at once (each is a round trip to the dispatcher and a
 /// media loop); more are refused with RESOURCE_EXHAUSTED.
 const MAX_ATTACHES_IN_FLIGHT: usize = 256;
@@ -62,14 +71,19 @@ pub fn serve(control: Arc<ControlPlane>, inbound: Streaming<MultiplexDownlink>) 
     tokio::spawn(run_inbound(control, link, inbound));
     UplinkBatches {
         rx,
+        carried: Vec::new(),
         metrics,
         waited,
     }
 }
 
-/// The stream's response: one `MultiplexUplink` per poll with everything queued.
+/// The stream's response: one `MultiplexUplink` per poll with everything queued, up to the
+/// batch's bounds.
 pub struct UplinkBatches {
     rx: MuxReceiver,
+    /// Messages taken from the queue that did not fit the last batch (in order): the next one
+    /// starts with them.
+    carried: Vec<ChannelUplink>,
     metrics: Arc<Metrics>,
     /// Each frame's wait in the queue (`voxgate_bridge_uplink_queue_seconds`).
     waited: prometheus_client::metrics::histogram::Histogram,
@@ -80,22 +94,24 @@ impl Stream for UplinkBatches {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        let mut messages = Vec::new();
-        match this.rx.poll_take(cx, &mut messages, MAX_BATCH) {
-            Poll::Pending => Poll::Pending,
-            // Every sender is gone: the backend's side ended and every channel closed.
-            Poll::Ready(0) => Poll::Ready(None),
-            Poll::Ready(n) => {
-                let now = unix_micros_now();
-                for m in &messages {
-                    if let Some(u) = &m.uplink {
-                        observe_queue_wait(&this.waited, u, now);
-                    }
-                }
-                this.metrics.multiplex_batch(n);
-                Poll::Ready(Some(Ok(MultiplexUplink { messages })))
+        let mut messages = std::mem::take(&mut this.carried);
+        if messages.is_empty() {
+            match this.rx.poll_take(cx, &mut messages, MAX_BATCH) {
+                Poll::Pending => return Poll::Pending,
+                // Every sender is gone: the backend's side ended and every channel closed.
+                Poll::Ready(0) => return Poll::Ready(None),
+                Poll::Ready(_) => {}
             }
         }
+        this.carried = messages.split_off(uplink_batch_len(&messages));
+        let now = unix_micros_now();
+        for m in &messages {
+            if let Some(u) = &m.uplink {
+                observe_queue_wait(&this.waited, u, now);
+            }
+        }
+        this.metrics.multiplex_batch(messages.len());
+        Poll::Ready(Some(Ok(MultiplexUplink { messages })))
     }
 }
 
@@ -135,9 +151,11 @@ async fn run_inbound(
         slots: HashMap::new(),
         attaching: 0,
         waiting_bytes: 0,
+        waiting_for_attach_bytes: 0,
         control,
         link,
         done: done_tx,
+        told_too_large: false,
     };
     let mut retry = tokio::time::interval(RETRY_WAITING);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -149,8 +167,9 @@ async fn run_inbound(
                         channels.on_message(m);
                     }
                 }
-                // The connection broke, or the backend broke the protocol (a message over the
-                // size limit ends the stream with RESOURCE_EXHAUSTED, as on any stream).
+                // The connection broke, or the backend broke the protocol (a batch over the
+                // service's decoding limit ends the stream with RESOURCE_EXHAUSTED, as on any
+                // stream; a channel message over the limit on one message does not get here).
                 Some(Err(status)) => break status.to_string(),
                 // tonic ends a request stream the peer reset with CANCEL as if it had been
                 // closed (`codec::decode`): a proxy timing the stream out looks the same here.
@@ -174,11 +193,15 @@ async fn run_inbound(
 struct Channels {
     slots: HashMap<u64, Slot>,
     attaching: usize,
+    /// Bytes of the messages waiting in every `Slot::Attaching`.
+    waiting_for_attach_bytes: usize,
     /// Audio bytes waiting in every channel's `waiting`.
     waiting_bytes: usize,
     control: Arc<ControlPlane>,
     link: Arc<MuxLink>,
     done: mpsc::UnboundedSender<Attached>,
+    /// Whether a message over the size limit was logged yet (once per stream; all are counted).
+    told_too_large: bool,
 }
 
 impl Channels {
@@ -200,6 +223,10 @@ impl Channels {
         let Some(d) = m.downlink else {
             return; // an empty message: nothing to do
         };
+        if let Err(too_large) = check_downlink(&d) {
+            self.refuse_too_large(channel, &d, too_large);
+            return;
+        }
         if matches!(self.slots.get(&channel), Some(Slot::Open(c)) if c.down.tx.is_closed()) {
             // The session ended or dropped this owner; the channel is over.
             self.remove(channel);
@@ -212,7 +239,10 @@ impl Channels {
                 self.waiting_bytes = self.waiting_bytes + c.waiting_bytes - before;
             }
             Some(Slot::Attaching { waiting, .. }) => {
-                if waiting.len() < MAX_WAITING {
+                let n = prost::Message::encoded_len(&d);
+                let room = MAX_WAITING_FOR_ATTACH_BYTES_PER_STREAM - self.waiting_for_attach_bytes;
+                if waiting.len() < MAX_WAITING && n <= room {
+                    self.waiting_for_attach_bytes += n;
                     waiting.push(d);
                 } else {
                     self.drop_counted(MultiplexDrop::AttachPending);
@@ -222,6 +252,22 @@ impl Channels {
                 Some(downlink::Kind::Attach(a)) => self.start_attach(channel, &a),
                 _ => self.drop_counted(MultiplexDrop::UnknownChannel),
             },
+        }
+    }
+
+    /// Drops a message over the limit on one backend message, for its channel alone: the
+    /// stream and every other channel go on. An attach that large is refused as a `Session`
+    /// stream's would be.
+    fn refuse_too_large(&mut self, channel: u64, d: &Downlink, e: TooLarge) {
+        self.drop_counted(MultiplexDrop::TooLarge);
+        if !self.told_too_large {
+            self.told_too_large = true;
+            tracing::warn!(channel, error = %e, "multiplex: a message over the size limit was dropped (only the first is logged per stream; all are counted)");
+        }
+        let attach = matches!(d.kind, Some(downlink::Kind::Attach(_)));
+        if attach && !self.slots.contains_key(&channel) {
+            self.link
+                .close_channel(channel, tonic::Code::ResourceExhausted, e.to_string());
         }
     }
 
@@ -282,6 +328,8 @@ impl Channels {
         let Some(Slot::Attaching { waiting, release }) = self.slots.remove(&channel) else {
             return;
         };
+        let held: usize = waiting.iter().map(prost::Message::encoded_len).sum();
+        self.waiting_for_attach_bytes -= held;
         let Some(down) = down else {
             for _ in waiting {
                 self.drop_counted(MultiplexDrop::UnknownChannel);

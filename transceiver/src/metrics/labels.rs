@@ -95,6 +95,8 @@ pub enum MultiplexDrop {
     AttachPending,
     /// The channel's downlink queue had no room (audio: none beyond the control reserve).
     DownlinkFull,
+    /// Over the limit on one backend message (`backend::message_size`).
+    TooLarge,
 }
 
 impl MultiplexDrop {
@@ -103,6 +105,31 @@ impl MultiplexDrop {
             MultiplexDrop::UnknownChannel => "unknown_channel",
             MultiplexDrop::AttachPending => "attach_pending",
             MultiplexDrop::DownlinkFull => "downlink_full",
+            MultiplexDrop::TooLarge => "too_large",
+        }
+    }
+}
+
+/// Why the gRPC edge refused a call (`voxgate_grpc_rejected_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrpcRefusal {
+    /// No `authorization` metadata where a credential is required.
+    AuthMissing,
+    /// A credential that is not the one configured.
+    AuthInvalid,
+    /// A `Work` registration past `--max-workers-per-connection`.
+    WorkersPerConnection,
+    /// A `Work` registration past `--max-workers`.
+    WorkersTotal,
+}
+
+impl GrpcRefusal {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            GrpcRefusal::AuthMissing => "auth_missing",
+            GrpcRefusal::AuthInvalid => "auth_invalid",
+            GrpcRefusal::WorkersPerConnection => "workers_per_connection",
+            GrpcRefusal::WorkersTotal => "workers_total",
         }
     }
 }

@@ -6,7 +6,7 @@
 //! wakeup batch. Label lookups happen once, at start-up. This module depends on nothing else of
 //! the crate, so the media path, the control plane and the backend side all count into it: what
 //! a family is labelled by comes in as one of its own small key types ([`SchedulingClass`],
-//! [`CodecKey`], [`OfferStage`], [`MultiplexDrop`]).
+//! [`CodecKey`], [`OfferStage`], [`MultiplexDrop`], [`GrpcRefusal`]).
 //!
 //! [`counts`]: the plain counters; [`labels`]: label sets and key types; [`registry`]: the
 //! registry and the process-wide families; [`loop_metrics`]: the per-loop families and one
@@ -23,7 +23,7 @@ pub use counts::{
     BridgeCounters, DropReason, HandoffHistogram, LoopCounters, TcpCloseReason, TcpCounters,
     HANDOFF_BUCKETS_US,
 };
-pub use labels::{CodecKey, MultiplexDrop, OfferStage, SchedulingClass};
+pub use labels::{CodecKey, GrpcRefusal, MultiplexDrop, OfferStage, SchedulingClass};
 pub use loop_metrics::LoopMetrics;
 pub use registry::Metrics;
 

@@ -11,8 +11,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::metrics::labels::{
-    offer_histogram, CodecKey, CodecLabel, HeaderLabel, IngressLabel, MultiplexDrop, OfferStage,
-    ReasonLabel, StageLabel, StatusLabel,
+    offer_histogram, CodecKey, CodecLabel, GrpcRefusal, HeaderLabel, IngressLabel, MultiplexDrop,
+    OfferStage, ReasonLabel, StageLabel, StatusLabel,
 };
 use crate::metrics::loop_metrics::{LoopFamilies, LoopMetrics};
 
@@ -37,6 +37,9 @@ pub struct Metrics {
     multiplex_batches: Counter,
     multiplex_messages: Counter,
     multiplex_dropped: Family<ReasonLabel, Counter>,
+    /// Backend messages dropped on `Session` streams, by reason; gRPC calls refused, by reason.
+    session_downlink_dropped: Family<ReasonLabel, Counter>,
+    grpc_rejected: Family<ReasonLabel, Counter>,
     /// Control-plane hardening (issue 11): admission slots, refusals by reason, backends.
     sessions_reserved: Gauge,
     signaling_rejected: Family<ReasonLabel, Counter>,
@@ -85,6 +88,8 @@ impl Metrics {
             multiplex_batches: Counter::default(),
             multiplex_messages: Counter::default(),
             multiplex_dropped: Family::default(),
+            session_downlink_dropped: Family::default(),
+            grpc_rejected: Family::default(),
             sessions_reserved: Gauge::default(),
             signaling_rejected: Family::default(),
             backend_stalls: Counter::default(),
@@ -194,8 +199,18 @@ impl Metrics {
         );
         registry.register(
             "multiplex_dropped",
-            "Backend messages on Multiplex streams dropped, by reason (unknown_channel, attach_pending, downlink_full)",
+            "Backend messages on Multiplex streams dropped, by reason (unknown_channel, attach_pending, downlink_full, too_large)",
             self.multiplex_dropped.clone(),
+        );
+        registry.register(
+            "session_downlink_dropped",
+            "Backend messages on Session streams dropped, by reason (too_large)",
+            self.session_downlink_dropped.clone(),
+        );
+        registry.register(
+            "grpc_rejected",
+            "gRPC calls refused, by reason (auth_missing, auth_invalid, workers_per_connection, workers_total)",
+            self.grpc_rejected.clone(),
         );
     }
 
@@ -414,6 +429,23 @@ impl Metrics {
 
     pub fn multiplex_dropped(&self, reason: MultiplexDrop) {
         self.multiplex_dropped
+            .get_or_create(&ReasonLabel {
+                reason: reason.as_str().to_string(),
+            })
+            .inc();
+    }
+
+    /// A backend message on a `Session` stream was over the limit on one message.
+    pub fn session_downlink_too_large(&self) {
+        self.session_downlink_dropped
+            .get_or_create(&ReasonLabel {
+                reason: MultiplexDrop::TooLarge.as_str().to_string(),
+            })
+            .inc();
+    }
+
+    pub fn grpc_rejected(&self, reason: GrpcRefusal) {
+        self.grpc_rejected
             .get_or_create(&ReasonLabel {
                 reason: reason.as_str().to_string(),
             })

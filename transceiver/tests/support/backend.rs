@@ -1,7 +1,8 @@
 //! A real gRPC backend for tests: registers as a worker on the transceiver's `Bridge` service,
 //! attaches every dispatched session, records everything it receives, and lets the test push
 //! downlink messages. Runs on its own tokio runtime; dropping it (or `kill`) drops every
-//! stream, as a crashed backend would.
+//! stream, as a crashed backend would. Every call carries the gRPC credential the server was
+//! started with (`support::grpc_credential`), as a configured backend's do.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -137,7 +138,9 @@ async fn connect(url: &str) -> Bridge {
         .initial_stream_window_size(65_535)
         .initial_connection_window_size(1 << 20);
     let pause = Duration::from_millis(100);
-    match Bridge::connect_retrying(&endpoint, None, 50, pause).await {
+    let authorization = super::grpc_credential(url)
+        .map(|token| voxgate_backend_kit::bearer(&token).expect("a token fit for a header"));
+    match Bridge::connect_retrying(&endpoint, authorization, 50, pause).await {
         Ok(bridge) => bridge,
         Err(e) => panic!("{e}"),
     }
@@ -281,9 +284,9 @@ impl TestWorker {
     }
 
     /// Queues downlink PCM (48 kHz or the attach rate) for `session`, in chunks of at most
-    /// one second, as a real backend streams it: the transceiver refuses gRPC messages over
-    /// 256 KiB (20 s of 48 kHz PCM in one message would end the stream). Chunks of one item
-    /// are one item to the transceiver.
+    /// one second, as a real backend streams it: the transceiver drops a backend message over
+    /// 256 KiB (20 s of 48 kHz PCM in one message would never play). Chunks of one item are
+    /// one item to the transceiver.
     pub fn play(&self, session: &str, pcm: &[i16], item_id: &str) {
         for chunk in pcm.chunks(48_000) {
             let bytes: Vec<u8> = chunk.iter().flat_map(|s| s.to_le_bytes()).collect();
@@ -344,6 +347,23 @@ impl TestWorker {
         let rt = self.runtime.as_ref().expect("worker running");
         rt.block_on(mux.send_unchecked(m))
             .expect("multiplex stream open");
+    }
+
+    /// Multiplex: the channel `session` rides on the worker's stream.
+    pub fn channel_of(&self, session: &str) -> u64 {
+        self.downlink(session)
+            .channel_number()
+            .expect("a Multiplex channel")
+    }
+
+    /// Multiplex: sends `kind` on `session`'s channel as it is, unweighed (past the
+    /// transceiver's limit on one message too), as a backend that does not size its messages.
+    pub fn send_unweighed(&self, session: &str, kind: downlink::Kind) {
+        self.send_raw(ChannelDownlink {
+            channel: self.channel_of(session),
+            downlink: Some(voxgate_proto::bridge::Downlink { kind: Some(kind) }),
+            release: false,
+        });
     }
 
     /// Stops reading `session`'s uplink stream (a stuck backend): on a `Multiplex` stream, the

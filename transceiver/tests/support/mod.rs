@@ -70,6 +70,36 @@ pub struct ServerProcess {
 
 static SERVER_SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// The gRPC credential of each server started in this process, by its `grpc_url`.
+static GRPC_CREDENTIALS: std::sync::Mutex<Vec<(String, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The bearer token gRPC calls to the server at `grpc_url` need, if it was started with one:
+/// `--grpc-token`, else the signaling `--token` (which the server then takes on gRPC too), each
+/// from the command line or the environment. The test backends ([`backend`]) present it, as a
+/// configured backend would.
+pub fn grpc_credential(grpc_url: &str) -> Option<String> {
+    let known = GRPC_CREDENTIALS.lock().unwrap_or_else(|e| e.into_inner());
+    known
+        .iter()
+        .find(|(url, _)| url == grpc_url)
+        .map(|(_, token)| token.clone())
+}
+
+/// What [`grpc_credential`] reports for a server started with these arguments.
+fn credential_of(args: &[&str], envs: &[(&str, &str)]) -> Option<String> {
+    let value = |flag: &str, var: &str| {
+        let arg = args
+            .windows(2)
+            .rev()
+            .find(|w| w[0] == flag)
+            .map(|w| w[1].to_string());
+        let env = envs.iter().rev().find(|(k, _)| *k == var);
+        arg.or_else(|| env.map(|(_, v)| v.to_string()))
+    };
+    value("--grpc-token", "VOXGATE_GRPC_TOKEN").or_else(|| value("--token", "VOXGATE_TOKEN"))
+}
+
 impl ServerProcess {
     /// Starts the transceiver with `--signal-listen 127.0.0.1:S --media-listen 127.0.0.1:P` plus
     /// `extra_args` and waits until `GET /healthz` is 200. Panics (with the log tail) otherwise.
@@ -180,11 +210,17 @@ impl ServerProcess {
         let child = cmd.spawn().map_err(|e| {
             StartError::Fatal(format!("cannot spawn {}: {e}", transceiver_bin().display()))
         })?;
+        let grpc_url = format!("http://127.0.0.1:{grpc_port}");
+        if let Some(token) = credential_of(extra_args, envs) {
+            let mut known = GRPC_CREDENTIALS.lock().unwrap_or_else(|e| e.into_inner());
+            known.retain(|(url, _)| *url != grpc_url);
+            known.push((grpc_url.clone(), token));
+        }
         let mut server = ServerProcess {
             signal_url,
             signal_addr,
             media_base_port,
-            grpc_url: format!("http://127.0.0.1:{grpc_port}"),
+            grpc_url,
             log_path,
             child,
         };

@@ -13,6 +13,7 @@ from voxgate.errors import (
     AuthError,
     CallEndedError,
     DataChannelNotOpenError,
+    MessageTooLargeError,
     SessionOwnedError,
     TransceiverGoneError,
     UnknownSessionError,
@@ -37,7 +38,8 @@ from voxgate.worker import OPUS_PASSTHROUGH, PCM, Worker
 
 __all__ = [
     "AudioFrame", "AudioMode", "AuthError", "Call", "CallEndedError", "CallState", "Cleared",
-    "DataChannelNotOpenError", "Event", "EventKind", "Message", "OPUS_PASSTHROUGH",
+    "DataChannelNotOpenError", "Event", "EventKind", "Message", "MessageTooLargeError",
+    "OPUS_PASSTHROUGH",
     "OpusApplication", "OpusFrame", "PCM", "Progress", "SampleRate", "SessionOwnedError",
     "TaskSet", "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
 ]

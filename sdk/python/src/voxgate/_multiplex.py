@@ -7,9 +7,11 @@ over everything its media loop produced at once, and the calls' writes leave tog
 sides spend less per frame (docs/BENCHMARKS.md measures the transceiver's side).
 
 A `Multiplex` is a `CallTransport` (_call_stream.py): `open()` gives a call a channel. Writes: a
-channel's `write()` queues its message and waits until the batch holding it was written, so a
-call sees its own write fail and gRPC flow control, as on a `Session` stream; one writer task
-drains the queue into `MultiplexDownlink`s, in order. Reads: one reader task hands each
+channel's `write()` weighs its message (_message_size.py: one no batch could carry is refused
+for that call alone, with `MessageTooLargeError`), queues it and waits until the batch holding
+it was written, so a call sees its own write fail and gRPC flow control, as on a `Session`
+stream; one writer task drains the queue into `MultiplexDownlink`s, in order, each within the
+transceiver's limit by serialized size. Reads: one reader task hands each
 channel's uplink to its call. A broken stream fails every call on it; the next attach opens a
 new one.
 """
@@ -22,16 +24,14 @@ from collections import deque
 import grpc
 
 from voxgate._call_stream import UplinkSink
+from voxgate._message_size import MAX_MESSAGE_BYTES, channel_entry_len, check_channel
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate._proto import voxgate_pb2_grpc as pb_grpc
 from voxgate.errors import VoxgateError, from_rpc_error, from_status
 from voxgate.task_set import TaskSet
 
-# Most channel messages per MultiplexDownlink (a batch of 256 KiB audio chunks stays far below
-# the transceiver's limit only because calls rarely queue that many at once; see MAX_BATCH_BYTES).
+# Most channel messages per MultiplexDownlink (and at most MAX_MESSAGE_BYTES of them, serialized).
 MAX_BATCH = 256
-# Bytes of audio per MultiplexDownlink: the transceiver refuses gRPC messages over 256 KiB.
-MAX_BATCH_BYTES = 192 * 1024
 
 
 class Multiplex:
@@ -43,7 +43,8 @@ class Multiplex:
         self._stream: grpc.aio.StreamStreamCall | None = None
         self._calls: dict[int, UplinkSink] = {}
         self._next_channel = 0
-        self._pending: deque[tuple[pb.ChannelDownlink, asyncio.Future[None]]] = deque()
+        # Queued messages, each with its entry length and the future its writer waits on.
+        self._pending: deque[tuple[pb.ChannelDownlink, int, asyncio.Future[None]]] = deque()
         self._wake = asyncio.Event()
         self._tasks = TaskSet("voxgate multiplex")
         self._open_lock = asyncio.Lock()
@@ -60,8 +61,11 @@ class Multiplex:
 
     async def write(self, channel: int, downlink: pb.Downlink) -> None:
         """Sends one of a channel's messages; returns once written, raises what the write
-        raised."""
-        await self._put(pb.ChannelDownlink(channel=channel, downlink=downlink))
+        raised (`MessageTooLargeError`, before anything is queued, for one no batch could
+        carry)."""
+        msg = pb.ChannelDownlink(channel=channel, downlink=downlink)
+        size = check_channel(msg)
+        await self._put(msg, size)
 
     def release(self, channel: int) -> None:
         """Gives the channel's session up (the transceiver dispatches it again); no wait."""
@@ -71,7 +75,7 @@ class Multiplex:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Nobody waits for a release: a failed write is the stream's end, which releases it too.
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._pending.append((msg, fut))
+        self._pending.append((msg, channel_entry_len(msg), fut))
         self._wake.set()
 
     async def aclose(self) -> None:
@@ -80,9 +84,9 @@ class Multiplex:
             self._stream.cancel()
         await self._tasks.aclose()
 
-    async def _put(self, msg: pb.ChannelDownlink) -> None:
+    async def _put(self, msg: pb.ChannelDownlink, size: int) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((msg, fut))
+        self._pending.append((msg, size, fut))
         self._wake.set()
         await fut
 
@@ -104,9 +108,8 @@ class Multiplex:
             batch: list[tuple[pb.ChannelDownlink, asyncio.Future[None]]] = []
             size = 0
             while self._pending and len(batch) < MAX_BATCH:
-                msg, fut = self._pending[0]
-                n = _audio_bytes(msg)
-                if batch and size + n > MAX_BATCH_BYTES:
+                msg, n, fut = self._pending[0]
+                if batch and size + n > MAX_MESSAGE_BYTES:
                     break
                 self._pending.popleft()
                 batch.append((msg, fut))
@@ -115,7 +118,7 @@ class Multiplex:
                 await stream.write(pb.MultiplexDownlink(messages=[m for m, _ in batch]))
             except (grpc.RpcError, asyncio.InvalidStateError) as e:
                 # The stream is broken: this batch and everything queued fail with it.
-                failed = batch + list(self._pending)
+                failed = batch + [(m, f) for m, _, f in self._pending]
                 self._pending.clear()
                 for _, fut in failed:
                     if not fut.done():
@@ -174,12 +177,3 @@ def _channel_closed(session_id: str, closed: pb.ChannelClosed) -> VoxgateError |
         return None
     return from_status(closed.code, closed.message, f"session {session_id}")
 
-
-def _audio_bytes(msg: pb.ChannelDownlink) -> int:
-    d = msg.downlink
-    which = d.WhichOneof("kind")
-    if which == "audio":
-        return len(d.audio.pcm)
-    if which == "opus":
-        return len(d.opus.data)
-    return 0

@@ -2,6 +2,8 @@
 
 Each call gets its own gRPC stream; `Attach` is its first message, and a reader task (kept in
 the transport's task set) hands the uplink to the call until the ENDED event or the stream's end.
+A message over the transceiver's limit (by serialized size, _message_size.py) is refused before
+it is written.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import grpc
 
 from voxgate import _wire
 from voxgate._call_stream import UplinkSink
+from voxgate._message_size import check_session
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate._proto import voxgate_pb2_grpc as pb_grpc
 from voxgate._serial_writer import SerialWriter
@@ -53,6 +56,9 @@ class _SessionStream:
         self.reader: asyncio.Task[None] | None = None
 
     async def write(self, msg: pb.Downlink) -> None:
+        """Writes `msg`; one over the transceiver's limit is refused first
+        (`MessageTooLargeError`), the stream untouched."""
+        check_session(msg)
         await self._writer.write(msg)
 
     def drop(self) -> None:

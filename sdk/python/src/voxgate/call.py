@@ -40,8 +40,9 @@ log = logging.getLogger("voxgate.call")
 AUDIO_QUEUE_FRAMES = 500
 # Data-channel messages buffered for `messages()` before the oldest is dropped.
 MESSAGE_QUEUE = 1000
-# Largest audio chunk per Downlink message: the transceiver refuses gRPC messages over 256 KiB,
-# and a chunk must fit one with its framing (and, on a Multiplex stream, beside other calls').
+# Largest audio chunk per Downlink message: a message over the transceiver's 256 KiB limit is
+# refused (_message_size.py), and a chunk must fit one with its framing (and, on a Multiplex
+# stream, beside other calls').
 MAX_CHUNK_BYTES = 128 * 1024
 ATTACH_TIMEOUT_S = 10.0
 HANGUP_TIMEOUT_S = 5.0
@@ -406,7 +407,8 @@ class Call:
         """Sends a data-channel message (text for `str`, binary for `bytes`) to the caller.
         Before the caller's data channel is open it waits for it, at most `timeout` seconds
         (None: no bound), then raises `DataChannelNotOpenError`: a message is never dropped
-        unsent and unsaid."""
+        unsent and unsaid. One over the transceiver's limit on one message (256 KiB serialized)
+        raises `MessageTooLargeError` and is not sent; the call goes on."""
         msg = _wire.data_message(payload, label)
         await self.wait_data_channel_open(timeout)
         await self._write(pb.Downlink(data=msg))

@@ -29,6 +29,18 @@ class CallEndedError(VoxgateError):
     """The call is over: nothing can be played or sent any more."""
 
 
+class MessageTooLargeError(VoxgateError, ValueError):
+    """A message over the transceiver's limit on one message (by its serialized size: a data
+    message's JSON escaping counts). It was not sent; the call goes on. Split audio into smaller
+    chunks (`Call.play` does), shorten data messages."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a {size}-byte message is over the transceiver's {limit}-byte limit "
+                         "on one message; it was not sent (the call goes on)")
+        self.size = size
+        self.limit = limit
+
+
 class DataChannelNotOpenError(VoxgateError, TimeoutError):
     """`Call.send` waited its timeout and the caller's data channel was still not open (the
     transceiver would have dropped the message, so it was not sent)."""
@@ -55,7 +67,8 @@ def from_rpc_error(e: grpc.RpcError, what: str) -> VoxgateError:
 
 def _from_code(code: grpc.StatusCode | None, details: str, what: str) -> VoxgateError:
     if code == grpc.StatusCode.UNAUTHENTICATED:
-        return AuthError(f"{what}: the transceiver refused the token ({details}); check --grpc-token")
+        return AuthError(f"{what}: the transceiver refused the token ({details}); check "
+                         "--grpc-token (or --token, on a transceiver without --grpc-token)")
     if code == grpc.StatusCode.NOT_FOUND:
         return UnknownSessionError(f"{what}: unknown session ({details})")
     if code == grpc.StatusCode.FAILED_PRECONDITION:

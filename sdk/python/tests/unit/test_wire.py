@@ -7,7 +7,8 @@ import pytest
 
 import voxgate
 from voxgate import _wire
-from voxgate._multiplex import _audio_bytes, _channel_closed
+from voxgate._message_size import channel_entry_len
+from voxgate._multiplex import _channel_closed
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate.types import AudioMode, CallState, EventKind, OpusApplication
 
@@ -114,12 +115,17 @@ def test_the_enums_match_the_contract_and_compare_as_their_old_values():
     assert voxgate.Event(kind=EventKind.ENDED).kind == "ended"
 
 
-def test_multiplex_batches_count_only_audio_bytes():
+def test_multiplex_batches_weigh_every_message_by_its_serialized_size():
+    # Issue 37: data messages counted as nothing, so a batch of them passed the limit.
     audio = pb.ChannelDownlink(channel=1, downlink=pb.Downlink(audio=pb.AudioChunk(pcm=b"x" * 6)))
     opus = pb.ChannelDownlink(channel=1, downlink=pb.Downlink(opus=pb.OpusPacket(data=b"y" * 4)))
-    data = pb.ChannelDownlink(channel=1, downlink=pb.Downlink(
-        data=pb.DataMessage(label="l", text="t" * 100)))
-    assert [_audio_bytes(m) for m in (audio, opus, data)] == [6, 4, 0]
+    data = pb.ChannelDownlink(channel=9, downlink=pb.Downlink(
+        data=pb.DataMessage(label="l", text="t" * 300)))
+    for m in (audio, opus, data):
+        assert channel_entry_len(m) == pb.MultiplexDownlink(messages=[m]).ByteSize()
+    batch = pb.MultiplexDownlink(messages=[audio, opus, data])
+    assert sum(map(channel_entry_len, (audio, opus, data))) == batch.ByteSize()
+    assert channel_entry_len(data) > 300
 
 
 def test_a_channel_closed_cleanly_carries_no_error_and_a_refusal_its_status():

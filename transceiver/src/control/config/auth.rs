@@ -20,12 +20,15 @@ pub struct AuthFlags {
     #[arg(long, env = "VOXGATE_TOKEN_KEY_FILE")]
     pub token_key_file: Option<PathBuf>,
 
-    /// Bearer token required on every gRPC call when set.
+    /// Bearer token required on every gRPC call when set. Without it, gRPC calls need the
+    /// static --token when signaling has one, and a transceiver with only --token-key-file
+    /// refuses to start.
     #[arg(long, env = "VOXGATE_GRPC_TOKEN", hide_env_values = true)]
     pub grpc_token: Option<String>,
 
     /// Start without any token even though signaling or gRPC listens on a non-loopback
-    /// address (by default such a transceiver refuses to start). For trusted networks only.
+    /// address (by default such a transceiver refuses to start). For trusted networks only;
+    /// it never opens gRPC while signaling needs a credential.
     #[arg(long, env = "VOXGATE_INSECURE_NO_AUTH", default_value_t = false)]
     pub insecure_no_auth: bool,
 }
@@ -66,6 +69,21 @@ impl AuthFlags {
             });
         }
         Ok(())
+    }
+
+    /// The bearer token every gRPC call must carry, or `None` when no call needs one. A worker
+    /// receives every dispatch (session ids, metadata) and a tap hears any call, so gRPC needs
+    /// a credential whenever signaling does: `--grpc-token`, else the static `--token`. With
+    /// only per-call tokens (`--token-key-file`) there is none to fall back on, and that is an
+    /// error naming `--grpc-token`. Only a transceiver whose signaling is open too (loopback,
+    /// or `--insecure-no-auth`) serves gRPC without one.
+    pub fn grpc_credential(&self) -> Result<Option<&str>, ConfigError> {
+        match (&self.grpc_token, &self.token, &self.token_key_file) {
+            (Some(grpc), _, _) => Ok(Some(grpc)),
+            (None, Some(signaling), _) => Ok(Some(signaling)),
+            (None, None, Some(_)) => Err(ConfigError::GrpcWithoutCredential),
+            (None, None, None) => Ok(None),
+        }
     }
 
     /// The signaling authenticator: the static token and the per-call token key, if any.

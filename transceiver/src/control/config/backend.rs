@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::backend::dispatch::DispatchConfig;
+use crate::backend::grpc_admission::WorkerLimits;
 
 /// Dispatching sessions to backends and keeping their connections honest.
 #[derive(Debug, Clone, clap::Args)]
@@ -16,7 +17,9 @@ pub struct BackendFlags {
     #[arg(long, env = "VOXGATE_ATTACH_TIMEOUT_SECS", default_value_t = 5)]
     pub attach_timeout_secs: u64,
 
-    /// Dispatches per session (after declines or lost backends) before it ends with no_backend.
+    /// Dispatches per session (after declines or lost backends) before it ends with no_backend;
+    /// counted afresh after each attach that held, so a call served until its backend broke
+    /// gets them all again.
     #[arg(long, env = "VOXGATE_MAX_DISPATCH_ATTEMPTS", default_value_t = 3)]
     pub max_dispatch_attempts: u32,
 
@@ -38,6 +41,16 @@ pub struct BackendFlags {
     )]
     pub grpc_keepalive_timeout_secs: u64,
 
+    /// Backend workers (`Work` streams) that may be registered on one gRPC connection at once;
+    /// more are refused with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "VOXGATE_MAX_WORKERS_PER_CONNECTION", default_value_t = 16)]
+    pub max_workers_per_connection: usize,
+
+    /// Backend workers that may be registered at once, on all connections; more are refused
+    /// with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "VOXGATE_MAX_WORKERS", default_value_t = 1024)]
+    pub max_workers: usize,
+
     /// Coalesce a runtime tick's gRPC frames into one system call per connection instead of
     /// one per frame (see `backend::write_coalescing`). Off by default: it saved no CPU and
     /// slowed session setup under a burst of arrivals. See docs/SESSION_COST.md, "Coalescing:
@@ -54,6 +67,14 @@ impl BackendFlags {
             dispatch_timeout: (self.dispatch_timeout_secs > 0)
                 .then(|| Duration::from_secs(self.dispatch_timeout_secs)),
             max_attempts: self.max_dispatch_attempts.max(1),
+        }
+    }
+
+    /// How many workers may register, per connection and in total.
+    pub fn worker_limits(&self) -> WorkerLimits {
+        WorkerLimits {
+            per_connection: self.max_workers_per_connection,
+            total: self.max_workers,
         }
     }
 

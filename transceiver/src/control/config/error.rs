@@ -33,6 +33,12 @@ pub enum ConfigError {
         addr: SocketAddr,
         need: &'static str,
     },
+    #[error(
+        "signaling takes per-call tokens (--token-key-file) but gRPC has no credential, so any \
+         local process could register as a worker and receive every call: set --grpc-token \
+         (or --token, which gRPC then takes too)"
+    )]
+    GrpcWithoutCredential,
     #[error("cannot read token key file {path}: {source}")]
     TokenKeyFile {
         path: PathBuf,

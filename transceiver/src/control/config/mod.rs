@@ -21,6 +21,7 @@ mod media;
 mod relays;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
 use voxgate_proto::hint::FleetKey;
@@ -33,6 +34,7 @@ pub use listen::{ListenFlags, SignalingFlags};
 pub use media::{EncoderFlags, IceTcpFlags, MediaLoopFlags, TcpListen};
 pub use relays::{IngressFlags, KeySource, RoutingFlags};
 
+use crate::backend::bridge_service::GrpcAdmission;
 use crate::control::ingress::IngressSelector;
 use crate::control::plane::ControlPlaneConfig;
 use crate::media::loop_settings::LoopSettings;
@@ -95,12 +97,23 @@ impl Config {
     }
 
     /// Checks the authentication settings and fails closed: an empty token is a mistake (a
-    /// template that forgot to fill it), not "no auth"; and a listener on a non-loopback
-    /// address needs a token unless `--insecure-no-auth` says otherwise.
+    /// template that forgot to fill it), not "no auth"; a listener on a non-loopback address
+    /// needs a token unless `--insecure-no-auth` says otherwise; and gRPC needs a credential
+    /// whenever signaling does.
     pub fn check_auth(&self) -> Result<(), ConfigError> {
         self.auth.check_tokens()?;
         self.admission.check_post_rate()?;
-        self.auth.check_binds(&self.listen)
+        self.auth.check_binds(&self.listen)?;
+        self.auth.grpc_credential().map(|_| ())
+    }
+
+    /// What the gRPC edge admits: the credential calls need ([`AuthFlags::grpc_credential`])
+    /// and the workers' registration limits.
+    pub fn grpc_admission(&self) -> Result<GrpcAdmission, ConfigError> {
+        Ok(GrpcAdmission {
+            credential: self.auth.grpc_credential()?.map(Arc::from),
+            workers: self.backend.worker_limits(),
+        })
     }
 
     /// Refuses a fleet key with advertised relay addresses but no `--relays` (see

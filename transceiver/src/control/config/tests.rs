@@ -290,6 +290,42 @@ fn a_public_bind_needs_a_token_unless_insecure_no_auth() {
 }
 
 #[test]
+fn grpc_needs_a_credential_whenever_signaling_does() {
+    let credential = |args: &[&str]| {
+        parse(args)
+            .grpc_admission()
+            .map(|a| a.credential.map(|c| c.to_string()))
+    };
+    // Nothing configured (loopback): open, as before.
+    assert_eq!(credential(&[]).unwrap(), None);
+    // Its own token; else the signaling one.
+    assert_eq!(
+        credential(&["--grpc-token", "g", "--token", "s"]).unwrap(),
+        Some("g".to_string())
+    );
+    assert_eq!(
+        credential(&["--token", "s"]).unwrap(),
+        Some("s".to_string())
+    );
+    // Per-call tokens alone leave nothing to fall back on: refused, naming --grpc-token, and
+    // --insecure-no-auth is no way around it.
+    for args in [
+        &["--token-key-file", "/k"][..],
+        &["--token-key-file", "/k", "--insecure-no-auth"][..],
+    ] {
+        let c = parse(args);
+        let err = c.check_auth().unwrap_err();
+        assert!(matches!(err, ConfigError::GrpcWithoutCredential), "{err}");
+        assert!(err.to_string().contains("set --grpc-token"), "{err}");
+    }
+    let c = parse(&["--token-key-file", "/k", "--grpc-token", "g"]);
+    assert!(c.check_auth().is_ok());
+    // The registration caps and their defaults.
+    let limits = parse(&[]).backend.worker_limits();
+    assert_eq!((limits.per_connection, limits.total), (16, 1024));
+}
+
+#[test]
 fn absent_fleet_key_is_random_per_process() {
     let c = parse(&[]);
     let (_, source) = c.routing.fleet_key().unwrap();
