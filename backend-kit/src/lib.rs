@@ -17,8 +17,8 @@
 //! A call's downlink goes through its [`CallSender`]; every message is measured by its encoded
 //! size first, and one the transceiver would refuse (over 256 KiB: it drops it, and older
 //! transceivers ended the stream and, on a `Multiplex` stream, every call on it) is refused for
-//! that call alone, typed and counted ([`message_size`]). A call's uplink reaches its [`CallHandler`], on the reader of its
-//! stream and in order.
+//! that call alone, typed and counted ([`message_size`]). A call's uplink reaches its
+//! [`CallHandler`], on the reader of its stream and in order.
 //!
 //! Two ways to use it:
 //! - [`Worker`] is a whole worker process's side: a subscription per transceiver kept up with
