@@ -397,6 +397,7 @@ impl DispatchRecorder {
         let dispatches = Arc::new(Mutex::new(Vec::new()));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let sink = Arc::clone(&dispatches);
+        let credential = support::grpc_credential(url);
         let url = url.to_string();
         runtime.spawn(async move {
             let mut client = loop {
@@ -415,11 +416,13 @@ impl DispatchRecorder {
             })
             .await
             .unwrap();
-            let mut commands = client
-                .work(tokio_stream::wrappers::ReceiverStream::new(rx))
-                .await
-                .unwrap()
-                .into_inner();
+            let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+            // The server's signaling token guards its gRPC too (it has no --grpc-token).
+            if let Some(token) = &credential {
+                let bearer = format!("Bearer {token}").parse().unwrap();
+                request.metadata_mut().insert("authorization", bearer);
+            }
+            let mut commands = client.work(request).await.unwrap().into_inner();
             let _ = ready_tx.send(());
             while let Some(Ok(cmd)) = commands.next().await {
                 if let Some(worker_command::Kind::Dispatch(d)) = cmd.kind {
