@@ -19,8 +19,9 @@
 //!   sources and STUN without a USERNAME from strangers are dropped silently and counted
 //!   (never answered: no amplification). Sessions are never scanned.
 //! - A session's paths (client address, relay, transport) enter or change only when str0m
-//!   answers an authenticated check that arrived on them, so a relay that forwards someone
-//!   else's media cannot move where replies go.
+//!   answers an authenticated check that arrived on them, or (a relay failover) when fresh
+//!   SRTP that str0m authenticates for the session arrives from an address it holds through
+//!   another trusted relay; so nothing spoofed or replayed moves where replies go.
 //! - An address stays with the session that holds it within its consent window (see
 //!   `demux`): another session's answered check from it is withheld and counted, and the
 //!   address stays where it was.
@@ -435,8 +436,20 @@ impl LoopEndpoint {
         let Some(session) = self.sessions.get_mut(key) else {
             return false;
         };
+        // Media from an address the session holds, framed by a trusted relay it does not yet
+        // answer through (a relay failover: the client's flow now reaches us by another
+        // relay): if str0m authenticates it as fresh SRTP, replies take that relay from now
+        // on, so the downlink resumes with the first relayed packet instead of the client's
+        // next consent check. A spoofed packet fails SRTP's tag, a replayed one its replay
+        // window (str0m counts neither), and SRTCP, which str0m keeps no replay window for,
+        // moves nothing.
+        let relay_move = !binding_request && path.via.is_some() && !session.answers_on(&path);
+        let authentic_before = relay_move.then(|| session.srtp_authenticated());
         if !session.handle_datagram(now, arrived, path, bytes, binding_request) {
             self.counters.drop(DropReason::Rejected);
+        }
+        if authentic_before.is_some_and(|before| session.srtp_authenticated() > before) {
+            self.move_path_on_media(key, path);
         }
         let probe = binding_request.then_some(path);
         let answered = self.drive(now, key, probe, out);
@@ -446,6 +459,21 @@ impl LoopEndpoint {
             self.authenticate_path(now, key, path);
         }
         answered
+    }
+
+    /// Session `key`'s replies to `path.addr` take `path` from now on (its media arrived
+    /// there and authenticated; see `deliver`).
+    fn move_path_on_media(&mut self, key: SessionKey, path: ClientPath) {
+        let Some(session) = self.sessions.get_mut(key) else {
+            return;
+        };
+        // The address is the session's already: the entry is replaced, nothing evicted.
+        if let Some(evicted) = session.add_client_addr(path) {
+            self.demux.remove_addr(evicted, key);
+        }
+        self.counters.media_path_moves += 1;
+        let relay = path.via.map(|v| v.to_string()).unwrap_or_default();
+        tracing::info!(session = %session.id, client = %path.addr, %relay, "reply path moved to the relay its authenticated media now arrives through");
     }
 
     /// Maps an authenticated path to session `key` (or renews its hold on it).

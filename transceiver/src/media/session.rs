@@ -629,6 +629,17 @@ impl Session {
         }
     }
 
+    /// Whether replies to `path.addr` already take exactly `path`.
+    pub fn answers_on(&self, path: &ClientPath) -> bool {
+        self.paths.iter().any(|p| p == path)
+    }
+
+    /// SRTP packets str0m has authenticated for this session so far, replays not counted
+    /// (vendored str0m: `Rtc::srtp_packets_authenticated`).
+    pub fn srtp_authenticated(&self) -> u64 {
+        self.rtc.srtp_packets_authenticated()
+    }
+
     /// Records a path on which str0m has answered an authenticated check (see
     /// [`ClientPaths::add`]); returns a client evicted to keep the list bounded.
     pub fn add_client_addr(&mut self, path: ClientPath) -> Option<PeerKey> {

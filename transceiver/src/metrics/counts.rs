@@ -267,6 +267,8 @@ pub struct LoopCounters {
     pub unrouted: u64,
     /// Tap requests refused at `--max-taps`.
     pub taps_refused: u64,
+    /// Reply paths moved to a trusted relay on authenticated media (a relay failover).
+    pub media_path_moves: u64,
     pub bridge: BridgeCounters,
     pub handoff: HandoffHistogram,
 }

@@ -34,6 +34,7 @@ pub(super) struct LoopFamilies {
     rests: Family<LoopLabel, Counter>,
     read_holds: Family<LoopLabel, Counter>,
     unrouted: Family<LoopLabel, Counter>,
+    media_path_moves: Family<LoopLabel, Counter>,
     uplink_frames: Family<LoopLabel, Counter>,
     uplink_concealed: Family<LoopLabel, Counter>,
     uplink_dropped: Family<LoopLabel, Counter>,
@@ -120,6 +121,11 @@ impl LoopFamilies {
             "unrouted_transmits",
             "Datagrams a session produced for an address it has no authenticated path to (not sent)",
             self.unrouted.clone(),
+        );
+        registry.register(
+            "media_path_moves",
+            "Reply paths a media loop moved to the trusted relay a session's authenticated media now arrives through (relay failover)",
+            self.media_path_moves.clone(),
         );
     }
 
@@ -245,6 +251,7 @@ impl LoopFamilies {
             uplink_held_dropped: self.uplink_held_dropped.get_or_create(&l).clone(),
             taps_refused: with_reason(&self.bridge_refused, "too_many_taps"),
             unrouted: self.unrouted.get_or_create(&l).clone(),
+            media_path_moves: self.media_path_moves.get_or_create(&l).clone(),
             datagrams_in: self.datagrams_in.get_or_create(&l).clone(),
             bytes_in: self.bytes_in.get_or_create(&l).clone(),
             datagrams_out: self.datagrams_out.get_or_create(&l).clone(),
@@ -319,6 +326,7 @@ pub struct LoopMetrics {
     uplink_held_dropped: Counter,
     taps_refused: Counter,
     unrouted: Counter,
+    media_path_moves: Counter,
     handoff: BulkHistogram,
     tcp_accepted: Counter,
     tcp_closed: [Counter; TcpCloseReason::ALL.len()],
@@ -368,6 +376,7 @@ impl LoopMetrics {
         flush(&self.uplink_held_dropped, &mut b.uplink_held_dropped);
         flush(&self.taps_refused, &mut pending.taps_refused);
         flush(&self.unrouted, &mut pending.unrouted);
+        flush(&self.media_path_moves, &mut pending.media_path_moves);
         b.downlink_cleared = 0;
         self.handoff.add(&pending.handoff);
         pending.handoff = HandoffHistogram::default();

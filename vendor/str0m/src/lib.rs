@@ -1452,6 +1452,16 @@ impl Rtc {
         SdpApi::new(self)
     }
 
+    /// voxgate: how many SRTP packets have authenticated for this session so far, replays not
+    /// counted (a packet whose index the session has already seen is dropped before its tag is
+    /// checked). Read it before and after feeding a datagram to learn whether that datagram
+    /// was authentic, fresh media of this session: what lets an application move the path it
+    /// answers on to where the media now comes from, which nothing unauthenticated (and no
+    /// replay) may do. SRTCP is not counted: str0m keeps no SRTCP replay window.
+    pub fn srtp_packets_authenticated(&self) -> u64 {
+        self.session.srtp_authenticated()
+    }
+
     /// Makes direct changes to the Rtc session.
     ///
     /// This is a low level API. For "normal" use via SDP, see [`Rtc::sdp_api()`].

@@ -135,6 +135,10 @@ pub(crate) struct Session {
 
     raw_packets: Option<VecDeque<Box<RawPacket>>>,
 
+    /// voxgate: SRTP packets that authenticated and were new (not replays), since the session
+    /// began. See `Rtc::srtp_packets_authenticated`.
+    srtp_authenticated: u64,
+
     // Pending application-specific feedback (PSFB FMT=15) messages to emit as events.
     pending_app_feedback: Option<AppSpecificFeedback>,
 
@@ -158,6 +162,11 @@ struct LastRrtr {
 }
 
 impl Session {
+    /// voxgate: SRTP packets that authenticated and were new (not replays) so far.
+    pub fn srtp_authenticated(&self) -> u64 {
+        self.srtp_authenticated
+    }
+
     pub fn new(config: &RtcConfig) -> Self {
         let mut id = SessionId::new();
         // Max 2^62 - 1: https://bugzilla.mozilla.org/show_bug.cgi?id=861895
@@ -218,6 +227,7 @@ impl Session {
             feedback_rx: VecDeque::new(),
             rtp_closing: false,
             pending_rrtrs: VecDeque::new(),
+            srtp_authenticated: 0,
             raw_packets: if config.enable_raw_packets {
                 Some(VecDeque::new())
             } else {
@@ -687,7 +697,11 @@ impl Session {
         // narrow it down to the actual payload via slicing only, then build
         // the final `Arc<[u8]>` in a single allocation at the end.
         let data = match srtp.unprotect_rtp(buf, &header, *seq_no) {
-            Some(d) => d,
+            Some(d) => {
+                // The packet passed the replay check above and its authentication tag here.
+                self.srtp_authenticated += 1;
+                d
+            }
             None => {
                 trace!(
                     "Failed to unprotect SRTP for SSRC: {} pt: {}  mid: {:?} \

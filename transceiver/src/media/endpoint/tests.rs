@@ -500,56 +500,86 @@ fn an_address_held_by_one_session_is_refused_to_another() {
     );
 }
 
+/// The client's next SRTP packet (its audio), and whatever else it sent meanwhile.
+fn next_srtp(rig: &mut Rig, c: &mut Caller) -> Vec<u8> {
+    for _ in 0..200 {
+        let datagrams = Rig::client_datagrams(c);
+        if let Some(d) = datagrams.into_iter().find(|d| is_srtp(d)) {
+            return d;
+        }
+        rig.tick(c);
+    }
+    panic!("the client sent no SRTP");
+}
+
+/// RTP, not RTCP (RFC 5761: payload types 192-223 in the second byte are RTCP's).
+fn is_srtp(d: &[u8]) -> bool {
+    d.len() > 12 && (128..192).contains(&d[0]) && !(192..224).contains(&d[1])
+}
+
+/// Runs the clocks for 100 ms and returns where the session's datagrams went.
+fn where_replies_go(rig: &mut Rig, c: &mut Caller) -> Vec<(SocketAddr, Option<SocketAddr>)> {
+    rig.out.sent.clear();
+    rig.run_for(c, Duration::from_millis(100));
+    assert!(!rig.out.sent.is_empty(), "the owner's audio went out");
+    rig.out.sent.iter().map(|s| (s.to, s.framed_for)).collect()
+}
+
 #[test]
-fn a_path_moves_only_on_an_answered_check() {
+fn a_path_moves_on_an_answered_check_or_fresh_authenticated_media_and_nothing_else() {
+    const OTHER_RELAY: SocketAddr = addr([10, 0, 0, 8], 3478);
     let mut rig = Rig::new(4);
     let client = addr([192, 168, 1, 14], 5000);
     let mut c = rig.call(client, Duration::from_secs(20));
     rig.pump(&mut c, client, None, Duration::from_secs(10));
     assert!(c.client.is_connected());
-    let _backend = rig.attach_playing(c.id, 100);
-    // The client's media, now framed by a trusted relay: it reaches the session (by its
-    // address) but moves nothing, so replies still go directly.
-    let mut media_sent = 0;
-    while media_sent < 5 {
-        rig.tick(&mut c);
-        for d in Rig::client_datagrams(&mut c) {
-            if looks_like_stun(&d) {
-                continue; // consent checks would move the path: keep them off this leg
-            }
-            rig.receive(client, Some(RELAY), &d);
-            media_sent += 1;
-        }
-    }
+    let _backend = rig.attach_playing(c.id, 200);
+    let direct = (client, None);
+    assert!(where_replies_go(&mut rig, &mut c)
+        .iter()
+        .all(|s| *s == direct));
+    // Spoofed media through a trusted relay: an RTP header with garbage behind it. It fails
+    // SRTP's tag and moves nothing.
+    let mut spoofed = next_srtp(&mut rig, &mut c);
+    let n = spoofed.len();
+    spoofed[n - 4..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    rig.receive(client, Some(RELAY), &spoofed);
     assert!(
         rig.snapshot(c.id).unwrap().relays.is_empty(),
-        "media moved no path"
+        "spoofed media moved nothing"
     );
-    rig.out.sent.clear();
-    rig.run_for(&mut c, Duration::from_millis(100));
-    let snap = rig.snapshot(c.id).unwrap();
-    assert!(
-        !rig.out.sent.is_empty(),
-        "the owner's audio went out: {snap:?}"
-    );
-    assert!(rig
-        .out
-        .sent
+    assert!(where_replies_go(&mut rig, &mut c)
         .iter()
-        .all(|s| s.to == client && s.framed_for.is_none()));
-    // A check through the relay, answered: from now on replies go framed through it.
+        .all(|s| *s == direct));
+    // The client's genuine, fresh media through the relay (its flow moved there): replies
+    // take the relay at once, without waiting for a check.
+    let genuine = next_srtp(&mut rig, &mut c);
+    rig.receive(client, Some(RELAY), &genuine);
+    assert_eq!(rig.snapshot(c.id).unwrap().relays, vec![RELAY.to_string()]);
+    assert_eq!(rig.endpoint.counters_mut().media_path_moves, 1);
+    let relayed = (RELAY, Some(client));
+    assert!(where_replies_go(&mut rig, &mut c)
+        .iter()
+        .all(|s| *s == relayed));
+    // The same genuine packet replayed through another trusted relay: str0m's replay window
+    // refuses it, and it moves nothing.
+    rig.receive(client, Some(OTHER_RELAY), &genuine);
+    assert_eq!(rig.snapshot(c.id).unwrap().relays, vec![RELAY.to_string()]);
+    assert_eq!(rig.endpoint.counters_mut().media_path_moves, 1);
+    assert!(where_replies_go(&mut rig, &mut c)
+        .iter()
+        .all(|s| *s == relayed));
+    // A check through the other relay, answered: from now on replies go framed through it.
     let check = next_check(&mut rig, &mut c);
-    rig.receive(client, Some(RELAY), &check);
-    let snap = rig.snapshot(c.id).unwrap();
-    assert_eq!(snap.relays, vec![RELAY.to_string()]);
-    rig.out.sent.clear();
-    rig.run_for(&mut c, Duration::from_millis(100));
-    assert!(!rig.out.sent.is_empty(), "the owner's audio went out");
-    assert!(rig
-        .out
-        .sent
+    rig.receive(client, Some(OTHER_RELAY), &check);
+    assert_eq!(
+        rig.snapshot(c.id).unwrap().relays,
+        vec![OTHER_RELAY.to_string()]
+    );
+    let other = (OTHER_RELAY, Some(client));
+    assert!(where_replies_go(&mut rig, &mut c)
         .iter()
-        .all(|s| s.to == RELAY && s.framed_for == Some(client)));
+        .all(|s| *s == other));
 }
 
 #[test]
