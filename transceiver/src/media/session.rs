@@ -9,9 +9,11 @@
 //! counted since its last look with [`Session::take_report`].
 //!
 //! Beside it: where the client is and how replies reach it ([`path`]), who the session is and
-//! why it ended ([`state`]), and what the control plane is shown of it ([`snapshot`]).
+//! why it ended ([`state`]), what the control plane is shown of it ([`snapshot`]), and how
+//! str0m is configured for it ([`rtc_config`]).
 
 mod path;
+mod rtc_config;
 mod snapshot;
 mod state;
 
@@ -36,9 +38,8 @@ use str0m::channel::ChannelId;
 use str0m::config::DtlsCert;
 use str0m::format::Codec;
 use str0m::media::{Frequency, MediaKind, MediaTime, Mid, Pt};
-use str0m::net::{Protocol, Receive, TcpType, Transmit};
-use str0m::rtp::Extension;
-use str0m::{Candidate, Event, IceConnectionState, IceCreds, Input, Output, Rtc, RtcConfig};
+use str0m::net::{Protocol, Receive, Transmit};
+use str0m::{Event, IceConnectionState, IceCreds, Input, Output, Rtc};
 pub use voxgate_proto::relay_header::Transport;
 
 /// How long a graceful end waits for the `session.ended` data-channel message to go out
@@ -146,49 +147,11 @@ impl Session {
         params: SessionParams,
         offer: SdpOffer,
     ) -> Result<(Session, String), SessionError> {
-        let mut rtc = RtcConfig::new()
-            .set_ice_lite(true)
-            .set_local_ice_credentials(IceCreds {
-                ufrag: params.ufrag.clone(),
-                pass: params.pass,
-            })
-            .set_dtls_cert(params.cert)
-            // One DTLS configuration per process, not one per session (see `voxgate_dtls`:
-            // building one was most of an accept's CPU).
-            .set_crypto_provider(voxgate_dtls::crypto_provider())
-            .clear_codecs()
-            .enable_opus(true, false)
-            .set_stats_interval(None)
-            // Hold at most 3 packets (60 ms) behind a gap: a lost packet becomes a concealed
-            // frame quickly instead of delaying the uplink by str0m's default 15 packets.
-            .set_reordering_size_audio(3)
-            // Audio-only header extensions: the mid (BUNDLE) and the caller's audio level.
-            // str0m's standard map also offers transport-wide-cc and abs-send-time, which
-            // serve bandwidth estimation, and a voice call's bitrate is the caller's Opus
-            // encoder's to pick. With transport-cc negotiated, str0m files every received
-            // packet in its TWCC register and sends a feedback packet every 50 ms: 20 extra
-            // datagrams and timer wakeups a second per session, on top of 50 audio packets in.
-            .clear_extension_map()
-            .set_extension(1, Extension::AudioLevel)
-            .set_extension(4, Extension::RtpMid)
-            .build(now);
-        for addr in &params.candidates.udp {
-            let c = Candidate::host(*addr, "udp")
-                .map_err(|e| SessionError::Candidate(*addr, e.to_string()))?;
-            rtc.add_local_candidate(c);
-        }
-        // Passive TCP host candidates: the client connects to us (RFC 6544). Their default
-        // priority (type preference 90 vs 126 for UDP hosts, as in libwebrtc) is lower than any
-        // UDP host candidate's, so a client that reaches both nominates UDP.
-        for addr in &params.candidates.tcp {
-            let c = Candidate::builder()
-                .tcp()
-                .host(*addr)
-                .tcptype(TcpType::Passive)
-                .build()
-                .map_err(|e| SessionError::Candidate(*addr, e.to_string()))?;
-            rtc.add_local_candidate(c);
-        }
+        let creds = IceCreds {
+            ufrag: params.ufrag.clone(),
+            pass: params.pass,
+        };
+        let mut rtc = rtc_config::new_rtc(now, creds, params.cert, &params.candidates)?;
         let answer = rtc
             .sdp_api()
             .accept_offer(offer)
