@@ -815,6 +815,16 @@ fn relay_failover(
     gaps.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let (min, median, max) = (gaps[0].0, gaps[gaps.len() / 2].0, gaps[gaps.len() - 1].0);
+    // The downlink follows the uplink to relay2 with its first media packet (a trusted relay
+    // moves the reply path on media that authenticates), not at the caller's next consent
+    // check, which comes seconds apart.
+    assert!(
+        max < Duration::from_secs(1),
+        "a moved caller heard nothing for {:.0} ms (session {}): the downlink waited for a \
+         consent check",
+        ms(max),
+        gaps[gaps.len() - 1].1
+    );
 
     // The replies end; the next round starts from quiet.
     assert!(
