@@ -1,0 +1,30 @@
+import { Call } from "./call";
+import type { ReconnectOptions } from "./reconnect";
+import { type Fetch } from "./signaling";
+export { Call, type CallEvents } from "./call";
+export { VoxgateError, type ErrorCode } from "./errors";
+export { DEFAULT_MIC, micConstraints } from "./mic";
+export { DEFAULT_RECONNECT, ReconnectPolicy, type ReconnectOptions, type Decision } from "./reconnect";
+export { Signaling, parseLinkIceServers, sessionIdOf, sessionsUrl } from "./signaling";
+export { CallStateMachine, type CallState, type EndReason } from "./state";
+export { summarise, type CallStats } from "./stats";
+export interface ConnectOptions {
+    /** Bearer token for signaling. */
+    token?: string;
+    /** Metadata handed to the backend (query parameters of the POST). */
+    metadata?: Record<string, string>;
+    /** The microphone: a stream to send, or constraints to merge over the defaults. */
+    audio?: MediaStream | MediaTrackConstraints | true;
+    /** Label of the data channel (the transceiver relays every label to the backend). */
+    channelLabel?: string;
+    /** ICE servers before the answer names any (the transceiver is ICE-lite; rarely needed). */
+    iceServers?: RTCIceServer[];
+    reconnect?: Partial<ReconnectOptions>;
+    connectTimeoutMs?: number;
+    gatherTimeoutMs?: number;
+    /** Test hook: rewrites every answer SDP before it is applied. */
+    answerTransform?: (sdp: string) => string;
+    fetch?: Fetch;
+}
+/** Opens a call to the transceiver at `url` (its base URL, or its `/v1/sessions`). */
+export declare function connect(url: string, opts?: ConnectOptions): Promise<Call>;

@@ -1,0 +1,76 @@
+// Summarises an RTCStatsReport into what an app shows or logs: audio both ways, the selected
+// candidate pair's RTT, jitter and loss. Pure: takes any iterable of stats dictionaries.
+
+export interface CallStats {
+  packetsSent: number;
+  bytesSent: number;
+  packetsReceived: number;
+  packetsLost: number;
+  /** Seconds, from the inbound audio stream. */
+  jitter: number | null;
+  /** Seconds, of the selected candidate pair. */
+  rtt: number | null;
+  /** Chromium's total energy of the received audio (grows while audio plays). */
+  totalAudioEnergy: number;
+  /** Outbound audio level 0..1 of the microphone track, where the browser reports it. */
+  micLevel: number | null;
+  jitterBufferDelayMs: number | null;
+  selectedPair: { local: string | null; remote: string | null } | null;
+}
+
+type Stat = Record<string, unknown> & { id: string; type: string };
+
+const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
+
+export function summarise(report: Iterable<Stat> | Map<string, Stat>): CallStats {
+  const all: Stat[] = [];
+  const values = report instanceof Map ? report.values() : report;
+  for (const r of values) all.push(r);
+  const byId = new Map(all.map((r) => [r.id, r]));
+  const s: CallStats = {
+    packetsSent: 0,
+    bytesSent: 0,
+    packetsReceived: 0,
+    packetsLost: 0,
+    jitter: null,
+    rtt: null,
+    totalAudioEnergy: 0,
+    micLevel: null,
+    jitterBufferDelayMs: null,
+    selectedPair: null,
+  };
+  let selected: string | null = null;
+  for (const r of all) {
+    if (r.type === "transport" && typeof r.selectedCandidatePairId === "string") {
+      selected = r.selectedCandidatePairId;
+    }
+  }
+  const where = (id: unknown): string | null => {
+    const c = typeof id === "string" ? byId.get(id) : undefined;
+    if (!c) return null;
+    return `${String(c.protocol ?? "?")} ${String(c.address ?? c.ip ?? "?")}:${String(c.port ?? "?")}`;
+  };
+  for (const r of all) {
+    const kind = r.kind ?? r.mediaType;
+    if (r.type === "outbound-rtp" && kind === "audio") {
+      s.packetsSent += num(r.packetsSent);
+      s.bytesSent += num(r.bytesSent);
+    } else if (r.type === "inbound-rtp" && kind === "audio") {
+      s.packetsReceived += num(r.packetsReceived);
+      s.packetsLost += num(r.packetsLost);
+      s.totalAudioEnergy += num(r.totalAudioEnergy);
+      if (typeof r.jitter === "number") s.jitter = r.jitter;
+      const emitted = num(r.jitterBufferEmittedCount);
+      if (emitted > 0) s.jitterBufferDelayMs = (num(r.jitterBufferDelay) / emitted) * 1000;
+    } else if (r.type === "media-source" && kind === "audio" && typeof r.audioLevel === "number") {
+      s.micLevel = r.audioLevel;
+    } else if (
+      r.type === "candidate-pair" &&
+      (selected ? r.id === selected : r.nominated === true && r.state === "succeeded")
+    ) {
+      if (typeof r.currentRoundTripTime === "number") s.rtt = r.currentRoundTripTime;
+      s.selectedPair = { local: where(r.localCandidateId), remote: where(r.remoteCandidateId) };
+    }
+  }
+  return s;
+}
