@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { summarise } from "../src/stats";
+import { micConstraints } from "../src/mic";
+
+describe("summarise", () => {
+  it("sums audio both ways and reads the selected pair", () => {
+    const s = summarise([
+      { id: "T", type: "transport", selectedCandidatePairId: "P2" },
+      { id: "o", type: "outbound-rtp", kind: "audio", packetsSent: 50, bytesSent: 4000 },
+      { id: "v", type: "outbound-rtp", kind: "video", packetsSent: 999 },
+      {
+        id: "i", type: "inbound-rtp", kind: "audio", packetsReceived: 40, packetsLost: 2,
+        jitter: 0.004, totalAudioEnergy: 0.5, jitterBufferDelay: 2, jitterBufferEmittedCount: 40,
+      },
+      { id: "P1", type: "candidate-pair", nominated: true, state: "succeeded", currentRoundTripTime: 9 },
+      { id: "P2", type: "candidate-pair", currentRoundTripTime: 0.012, localCandidateId: "L", remoteCandidateId: "R" },
+      { id: "L", type: "local-candidate", protocol: "udp", address: "10.0.0.2", port: 5000 },
+      { id: "R", type: "remote-candidate", protocol: "udp", address: "203.0.113.9", port: 3478 },
+    ]);
+    expect(s.packetsSent).toBe(50);
+    expect(s.bytesSent).toBe(4000);
+    expect(s.packetsReceived).toBe(40);
+    expect(s.packetsLost).toBe(2);
+    expect(s.jitter).toBe(0.004);
+    expect(s.totalAudioEnergy).toBe(0.5);
+    expect(s.jitterBufferDelayMs).toBe(50);
+    expect(s.rtt).toBe(0.012);
+    expect(s.selectedPair).toEqual({ local: "udp 10.0.0.2:5000", remote: "udp 203.0.113.9:3478" });
+  });
+
+  it("an empty report is zeros and nulls", () => {
+    const s = summarise([]);
+    expect(s.packetsSent).toBe(0);
+    expect(s.rtt).toBeNull();
+    expect(s.selectedPair).toBeNull();
+  });
+});
+
+describe("micConstraints", () => {
+  it("keeps echo cancellation, turns off noise suppression and gain control by default", () => {
+    const c = micConstraints();
+    expect(c.echoCancellation).toBe(true);
+    expect(c.noiseSuppression).toBe(false);
+    expect(c.autoGainControl).toBe(false);
+    expect(micConstraints(true)).toEqual(c);
+  });
+
+  it("the app's overrides win", () => {
+    expect(micConstraints({ echoCancellation: false, deviceId: "x" })).toMatchObject({
+      echoCancellation: false,
+      noiseSuppression: false,
+      deviceId: "x",
+    });
+  });
+});
