@@ -148,6 +148,19 @@ fn token_is_required_when_configured() {
     // Operational endpoints stay open for probes and scrapers.
     assert_eq!(http_get(&server.url("/healthz"), None).status, 200);
     assert_eq!(http_get(&server.url("/metrics"), None).status, 200);
+    // So is the browser client library a page loads before it has a token.
+    let js = http_get(&server.url("/voxgate.js"), None);
+    assert_eq!(js.status, 200);
+    assert_eq!(
+        js.header("content-type").as_deref(),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert!(js.body.contains("export"), "an ES module: {:.200}", js.body);
+    assert_eq!(
+        js.body,
+        std::fs::read_to_string(support::repo_root().join("clients/web/dist/voxgate.js")).unwrap(),
+        "the served file is the committed build"
+    );
 }
 
 #[test]

@@ -34,6 +34,9 @@ use crate::control::signaling_server::peer_addr;
 use crate::media::session::SessionId;
 
 const INDEX_HTML: &str = include_str!("../../web/index.html");
+/// The browser client library (`clients/web`, `@voxgate/client`), built and committed there, so
+/// a page can `import { connect } from "/voxgate.js"` with no build step of its own.
+const CLIENT_JS: &str = include_str!("../../../clients/web/dist/voxgate.js");
 
 #[derive(Clone)]
 pub struct AppState {
@@ -78,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         ]);
     Router::new()
         .route("/", get(|| async { Html(INDEX_HTML) }))
+        .route("/voxgate.js", get(client_js))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -86,6 +90,15 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), count_status))
         .layer(cors)
         .with_state(state)
+}
+
+async fn client_js() -> impl IntoResponse {
+    let headers = [
+        (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+        // The file changes with the binary: a short cache keeps a rolling deploy's pages fresh.
+        (header::CACHE_CONTROL, "public, max-age=300"),
+    ];
+    (headers, CLIENT_JS)
 }
 
 impl IntoResponse for ControlError {
