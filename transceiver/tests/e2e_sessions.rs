@@ -327,17 +327,20 @@ fn process_cpu(server: &ServerProcess) -> f64 {
 }
 
 /// Admission by the whole process's CPU: the same, with the loops' own limit off and a
-/// (deliberately tiny) `--max-process-cpu`.
+/// (deliberately small) `--max-process-cpu`. The limit sits above what the idle debug build
+/// reads while this test scrapes it every 200 ms (0.009 to 0.029 of two cores on a fresh CI
+/// machine, where the earlier 0.01 was under the idle process and failed every run) and far
+/// below what the sessions the test opens until one is refused cost.
 #[test]
 fn a_process_short_of_cpu_refuses_new_sessions_until_its_load_falls() {
-    let limit = 0.01;
+    let limit = 0.06;
     let server = ServerProcess::start(&[
         "--loops",
         "1",
         "--max-loop-busy",
         "1",
         "--max-process-cpu",
-        "0.01",
+        "0.06",
     ]);
     // Start-up work (the runtimes, the loops) must first leave the 1 s window. The gauge reads
     // 0 until the sampler's first window closes (a process never uses no CPU at all), so wait
