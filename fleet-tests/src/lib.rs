@@ -17,6 +17,9 @@
 //!  binaries::path("relay")         the workspace binary, built once per test process.
 //! ```
 //!
+//! For the dashboards test: [`prometheus`] runs a real Prometheus server scraping the binaries,
+//! [`promql`] pulls every query out of deploy/'s dashboard and alerting rules.
+//!
 //! Namespace names start with [`netns::PREFIX`]; a run first removes leftovers of a crashed
 //! run (and the processes inside them), under an exclusive lock so two runs never share names.
 
@@ -24,6 +27,8 @@ pub mod binaries;
 pub mod metrics_text;
 pub mod netns;
 pub mod process;
+pub mod prometheus;
+pub mod promql;
 
 pub use netns::{Network, NetworkError};
 pub use process::Proc;

@@ -15,6 +15,9 @@
 //! address, no ufrag, no key, no Redis URL. That is what a public Prometheus target may show,
 //! so a public bind (as in deploy/k8s, scraped on the pod IP) needs no token. A test in
 //! `relay/tests/metrics_endpoint.rs` checks that no client address leaks into it.
+//!
+//! The body is classic Prometheus text unless the `Accept` header prefers OpenMetrics (as
+//! Prometheus does), with the standard `process_*` metrics (`voxgate-metrics-exposition`).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -24,6 +27,8 @@ use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener as MioListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
+
+use voxgate_metrics_exposition::Format;
 
 use crate::metrics::{Metrics, ScrapeRefusal};
 
@@ -220,10 +225,11 @@ impl Conn {
 fn respond(request: &[u8], metrics: &Metrics) -> Vec<u8> {
     let path_ok = request.starts_with(b"GET /metrics ") || request.starts_with(b"GET /metrics?");
     let (status, content_type, body) = if path_ok {
+        let format = Format::negotiate(header(request, "accept"));
         (
             "200 OK",
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            metrics.encode(),
+            format.content_type(),
+            voxgate_metrics_exposition::render(&metrics.encode(), format),
         )
     } else {
         ("404 Not Found", "text/plain", "try /metrics\n".to_owned())
@@ -233,4 +239,48 @@ fn respond(request: &[u8], metrics: &Metrics) -> Vec<u8> {
         body.len()
     )
     .into_bytes()
+}
+
+/// The value of header `name` (lower case) in a complete request head, if present and UTF-8.
+fn header<'a>(request: &'a [u8], name: &str) -> Option<&'a str> {
+    let head = std::str::from_utf8(request).ok()?;
+    head.split("\r\n").skip(1).find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_header_is_found_in_any_case_and_only_in_the_head() {
+        let req =
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nACCEPT: application/openmetrics-text\r\n\r\n";
+        assert_eq!(header(req, "accept"), Some("application/openmetrics-text"));
+        assert_eq!(header(b"GET /metrics HTTP/1.1\r\n\r\n", "accept"), None);
+        assert_eq!(header(b"GET /accept: x HTTP/1.1\r\n\r\n", "accept"), None);
+        assert_eq!(
+            header(b"GET / HTTP/1.1\r\nAccept: \xff\r\n\r\n", "accept"),
+            None
+        );
+    }
+
+    #[test]
+    fn scrape_without_accept_is_classic_text_with_process_metrics() {
+        let metrics = Metrics::new();
+        let resp = respond(b"GET /metrics HTTP/1.1\r\n\r\n", &metrics);
+        let text = String::from_utf8(resp).unwrap();
+        assert!(
+            text.contains("Content-Type: text/plain; version=0.0.4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE voxgate_relay_scrapes_refused_total counter"),
+            "{text}"
+        );
+        assert!(text.contains("\nprocess_resident_memory_bytes "), "{text}");
+        assert!(!text.contains("# EOF"), "{text}");
+    }
 }

@@ -24,6 +24,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tower_http::cors::CorsLayer;
+use voxgate_metrics_exposition::Format;
 
 use crate::auth::token_uses::UseRefused;
 use crate::auth::{Authenticator, Credential};
@@ -417,15 +418,13 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.control.metrics.encode(),
-    )
-        .into_response()
+/// Classic Prometheus text unless the scraper prefers OpenMetrics (Prometheus does), with the
+/// standard `process_*` metrics (`voxgate-metrics-exposition`).
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    let body = voxgate_metrics_exposition::render(&state.control.metrics.encode(), format);
+    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
 #[cfg(test)]

@@ -46,6 +46,9 @@ pub enum OfferStage {
 }
 
 impl OfferStage {
+    pub(super) const ALL: [OfferStage; 3] =
+        [OfferStage::Accept, OfferStage::Insert, OfferStage::Answer];
+
     pub(super) fn as_str(self) -> &'static str {
         match self {
             OfferStage::Accept => "accept",

@@ -114,6 +114,14 @@ impl Metrics {
         m.register_hardening_metrics(&mut registry);
         m.loops.register_tcp(&mut registry);
         m.register_ingress_metrics(&mut registry);
+        // Every stage's histogram exists, at zero, from the start: a series that first appears
+        // with the first offer has no earlier sample, so `rate()` over it misses that offer and
+        // a quiet transceiver's offer-time panel would read NaN instead of its first answer.
+        for stage in OfferStage::ALL {
+            drop(m.offer_seconds.get_or_create(&StageLabel {
+                stage: stage.as_str().to_string(),
+            }));
+        }
         Metrics { registry, ..m }
     }
 
