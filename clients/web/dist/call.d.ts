@@ -43,7 +43,10 @@ export declare class Call extends Emitter<CallEvents> {
     get sessionUrl(): string;
     /** ICE restarts tried in the current outage. */
     get reconnectAttempts(): number;
-    /** Sends the offer and waits for `connected` (or throws, having ended the call). */
+    /**
+     * Sends the offer and waits for `connected`: ICE connected and the data channel open (or
+     * throws, having ended the call).
+     */
     start(base: string, timeoutMs: number): Promise<void>;
     /** Sends a message on the data channel (objects as JSON). */
     send(message: string | object): void;

@@ -21,5 +21,9 @@ type Stat = Record<string, unknown> & {
     id: string;
     type: string;
 };
-export declare function summarise(report: Iterable<Stat> | Map<string, Stat>): CallStats;
+/** A browser's `RTCStatsReport` (maplike: iterating it yields `[id, stat]` pairs) or a Map. */
+type MapLike = {
+    values(): Iterable<Stat>;
+};
+export declare function summarise(report: Iterable<Stat> | MapLike): CallStats;
 export {};

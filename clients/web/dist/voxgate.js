@@ -277,7 +277,7 @@ var Signaling = class {
 var num = (v) => typeof v === "number" && Number.isFinite(v) ? v : 0;
 function summarise(report) {
   const all = [];
-  const values = report instanceof Map ? report.values() : report;
+  const values = typeof report.values === "function" ? report.values() : report;
   for (const r of values) all.push(r);
   const byId = new Map(all.map((r) => [r.id, r]));
   const s = {
@@ -344,6 +344,7 @@ var Call = class extends Emitter {
     p.pc.addEventListener("track", (e) => this.remoteStream.addTrack(e.track));
     p.pc.addEventListener("iceconnectionstatechange", () => this.onIce());
     p.channel.addEventListener("message", (e) => this.onMessage(e.data));
+    p.channel.addEventListener("open", () => this.onIce());
     this.watchNetwork();
   }
   get state() {
@@ -364,7 +365,10 @@ var Call = class extends Emitter {
   get reconnectAttempts() {
     return this.policy.attempts;
   }
-  /** Sends the offer and waits for `connected` (or throws, having ended the call). */
+  /**
+   * Sends the offer and waits for `connected`: ICE connected and the data channel open (or
+   * throws, having ended the call).
+   */
   async start(base, timeoutMs) {
     try {
       const offer = await this.offer(false);
@@ -474,6 +478,7 @@ var Call = class extends Emitter {
     const ice = this.p.pc.iceConnectionState;
     if (this.sm.state === "ended") return;
     if (ice === "connected" || ice === "completed") {
+      if (this.sm.state === "connecting" && this.p.channel.readyState !== "open") return;
       if (this.sm.to("connected")) this.emit("state", "connected");
     } else if ((ice === "disconnected" || ice === "failed") && this.sm.state === "connecting") {
       if (ice === "failed") this.finish("failed");

@@ -53,6 +53,7 @@ export class Call extends Emitter<CallEvents> {
     p.pc.addEventListener("track", (e) => this.remoteStream.addTrack(e.track));
     p.pc.addEventListener("iceconnectionstatechange", () => this.onIce());
     p.channel.addEventListener("message", (e) => this.onMessage(e.data));
+    p.channel.addEventListener("open", () => this.onIce());
     this.watchNetwork();
   }
 
@@ -75,7 +76,10 @@ export class Call extends Emitter<CallEvents> {
     return this.policy.attempts;
   }
 
-  /** Sends the offer and waits for `connected` (or throws, having ended the call). */
+  /**
+   * Sends the offer and waits for `connected`: ICE connected and the data channel open (or
+   * throws, having ended the call).
+   */
   async start(base: string, timeoutMs: number): Promise<void> {
     try {
       const offer = await this.offer(false);
@@ -122,8 +126,8 @@ export class Call extends Emitter<CallEvents> {
   }
 
   async stats(): Promise<CallStats> {
-    const report = (await this.p.pc.getStats()) as unknown as Map<string, never>;
-    return summarise(report);
+    const report = await this.p.pc.getStats();
+    return summarise(report as unknown as { values(): Iterable<never> });
   }
 
   /** The server's JSON view of the session. */
@@ -199,6 +203,10 @@ export class Call extends Emitter<CallEvents> {
     const ice = this.p.pc.iceConnectionState;
     if (this.sm.state === "ended") return;
     if (ice === "connected" || ice === "completed") {
+      // The first `connected` waits for the data channel too (SCTP opens a round trip after
+      // ICE): it carries the server's end of the call, and `send()` right after `connect()`
+      // must work.
+      if (this.sm.state === "connecting" && this.p.channel.readyState !== "open") return;
       if (this.sm.to("connected")) this.emit("state", "connected");
     } else if ((ice === "disconnected" || ice === "failed") && this.sm.state === "connecting") {
       if (ice === "failed") this.finish("failed");

@@ -22,9 +22,14 @@ type Stat = Record<string, unknown> & { id: string; type: string };
 
 const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) ? v : 0);
 
-export function summarise(report: Iterable<Stat> | Map<string, Stat>): CallStats {
+/** A browser's `RTCStatsReport` (maplike: iterating it yields `[id, stat]` pairs) or a Map. */
+type MapLike = { values(): Iterable<Stat> };
+
+export function summarise(report: Iterable<Stat> | MapLike): CallStats {
   const all: Stat[] = [];
-  const values = report instanceof Map ? report.values() : report;
+  // An RTCStatsReport is not `instanceof Map`, and iterating it yields entries, not stats: take
+  // its values() whenever it has them (an array's values() are its items, too).
+  const values = typeof (report as MapLike).values === "function" ? (report as MapLike).values() : (report as Iterable<Stat>);
   for (const r of values) all.push(r);
   const byId = new Map(all.map((r) => [r.id, r]));
   const s: CallStats = {

@@ -3,6 +3,22 @@ import { summarise } from "../src/stats";
 import { micConstraints } from "../src/mic";
 
 describe("summarise", () => {
+  it("reads a maplike report whose iteration yields [id, stat] pairs, as RTCStatsReport does", () => {
+    const stats = new Map<string, { id: string; type: string; [k: string]: unknown }>([
+      ["o", { id: "o", type: "outbound-rtp", kind: "audio", packetsSent: 7, bytesSent: 700 }],
+      ["i", { id: "i", type: "inbound-rtp", kind: "audio", packetsReceived: 5, totalAudioEnergy: 0.25 }],
+    ]);
+    // Not a Map: what a browser hands out (maplike, `instanceof Map` is false).
+    const report = {
+      values: () => stats.values(),
+      [Symbol.iterator]: () => stats.entries(),
+    };
+    const s = summarise(report as never);
+    expect(s.packetsSent).toBe(7);
+    expect(s.packetsReceived).toBe(5);
+    expect(s.totalAudioEnergy).toBe(0.25);
+  });
+
   it("sums audio both ways and reads the selected pair", () => {
     const s = summarise([
       { id: "T", type: "transport", selectedCandidatePairId: "P2" },

@@ -1,0 +1,171 @@
+#!/usr/bin/env node
+// Drives the browser client library (@voxgate/client, served by the transceiver at /voxgate.js)
+// in Debian's Chromium through playwright-core, one command at a time, for
+// transceiver/tests/web_client.rs. The page is the transceiver's own origin (its /healthz, so no
+// page script runs) and imports /voxgate.js from it, as an app would.
+//
+// Env: SIGNAL_URL (required), TOKEN (optional).
+// stdin, one JSON object per line:
+//   {"cmd":"connect","port":N?}  connect(); with `port`, every answer's UDP candidates are
+//                                rewritten to 127.0.0.1:port and its TCP candidates dropped (the
+//                                client's answerTransform hook), so media goes through a proxy
+//   {"cmd":"port","port":N}      the port later answers (ICE restarts) are rewritten to
+//   {"cmd":"send","message":X}   call.send(X)
+//   {"cmd":"mute"} / {"cmd":"unmute"} / {"cmd":"stats"} / {"cmd":"hangup"} / {"cmd":"quit"}
+// stdout, one JSON object per line: {"event":"ready"}, {"event":"connected","sessionId",...},
+// {"event":"state","state"}, {"event":"message","message"}, {"event":"ended","reason"},
+// {"event":"done","cmd","result"} after each command (`stats`: its result is {stats, state,
+// attempts}), {"event":"error",...}.
+// The process ends after `quit`, on stdin's end, or after HARD_TIMEOUT_MS.
+
+import { chromium } from 'playwright-core';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const HARD_TIMEOUT_MS = 120_000;
+const signalUrl = (process.env.SIGNAL_URL || '').replace(/\/$/, '');
+if (!signalUrl) {
+  process.stderr.write('web_client: SIGNAL_URL is required\n');
+  process.exit(2);
+}
+
+const emit = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+let browser = null;
+const tmp = mkdtempSync(join(tmpdir(), 'voxgate-web-client-'));
+
+async function quit(code) {
+  try {
+    if (browser) await Promise.race([browser.close(), new Promise((r) => setTimeout(r, 5000))]);
+  } catch { /* closing anyway */ }
+  try { rmSync(tmp, { recursive: true, force: true }); } catch { /* ignore */ }
+  process.exit(code);
+}
+setTimeout(() => {
+  emit({ event: 'error', error: `hard timeout after ${HARD_TIMEOUT_MS} ms` });
+  void quit(1);
+}, HARD_TIMEOUT_MS).unref();
+
+// The fake microphone: a steady 440 Hz tone (looped by Chromium).
+const wav = join(tmp, 'mic.wav');
+execFileSync('sox', ['-n', '-r', '48000', '-c', '1', '-b', '16', wav, 'synth', '10', 'sine', '440', 'vol', '0.5'], {
+  stdio: ['ignore', 'ignore', 'pipe'],
+});
+
+browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+  headless: true,
+  timeout: 30_000,
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--allow-loopback-in-peer-connection',
+    '--use-fake-device-for-media-stream',
+    '--use-fake-ui-for-media-stream',
+    '--autoplay-policy=no-user-gesture-required',
+    `--use-file-for-fake-audio-capture=${wav}`,
+  ],
+});
+const context = await browser.newContext({ permissions: ['microphone'] });
+const page = await context.newPage();
+page.on('pageerror', (e) => emit({ event: 'error', error: `pageerror: ${e.message}` }));
+// Events the page reports go straight to stdout.
+await page.exposeFunction('voxgateReport', (o) => emit(o));
+await page.goto(signalUrl + '/healthz', { waitUntil: 'load', timeout: 15_000 });
+
+// Installs the client in the page: window.voxgateRun(cmd) runs one command.
+await page.evaluate(async ({ base, token }) => {
+  const lib = await import(base + '/voxgate.js');
+  const report = (o) => window.voxgateReport(o);
+  let call = null;
+  let port = null;
+  // Media through the test's proxy: the answer's UDP candidates point at it, its TCP ones go
+  // (ICE-TCP straight to the transceiver would bypass the proxy).
+  const transform = (sdp) => {
+    if (port === null) return sdp;
+    return sdp
+      .split('\r\n')
+      .filter((l) => !(l.startsWith('a=candidate:') && / tcp /i.test(l)))
+      .map((l) => {
+        if (!l.startsWith('a=candidate:')) return l;
+        const f = l.split(' ');
+        f[4] = '127.0.0.1';
+        f[5] = String(port);
+        return f.join(' ');
+      })
+      .join('\r\n');
+  };
+  window.voxgateRun = async (c) => {
+    switch (c.cmd) {
+      case 'connect': {
+        port = c.port ?? null;
+        const t0 = performance.now();
+        call = await lib.connect(base, {
+          token: token || undefined,
+          answerTransform: transform,
+          reconnect: { backoffMs: 300 },
+        });
+        call.on('state', (state) => report({ event: 'state', state, at: performance.now() }));
+        call.on('message', (message) => report({ event: 'message', message }));
+        call.on('ended', (reason) => report({ event: 'ended', reason, at: performance.now() }));
+        // Render what the backend sends: Chromium measures inbound audio energy only then.
+        const el = new Audio();
+        el.srcObject = call.remoteStream;
+        el.play().catch(() => {});
+        report({
+          event: 'connected',
+          sessionId: call.sessionId,
+          sessionUrl: call.sessionUrl,
+          connectMs: Math.round(performance.now() - t0),
+        });
+        break;
+      }
+      case 'port':
+        port = c.port;
+        break;
+      case 'send':
+        call.send(c.message);
+        break;
+      case 'mute':
+        call.mute();
+        break;
+      case 'unmute':
+        call.unmute();
+        break;
+      case 'stats':
+        return { stats: await call.stats(), state: call.state, attempts: call.reconnectAttempts };
+      case 'hangup':
+        await call.hangup();
+        break;
+      default:
+        throw new Error(`unknown command ${c.cmd}`);
+    }
+  };
+}, { base: signalUrl, token: process.env.TOKEN || '' });
+emit({ event: 'ready' });
+
+for await (const line of createInterface({ input: process.stdin })) {
+  if (!line.trim()) continue;
+  let c;
+  try {
+    c = JSON.parse(line);
+  } catch (e) {
+    emit({ event: 'error', error: `bad command line: ${e}` });
+    continue;
+  }
+  if (c.cmd === 'quit') break;
+  try {
+    const result = await page.evaluate((cmd) => window.voxgateRun(cmd), c);
+    emit({ event: 'done', cmd: c.cmd, result: result ?? null });
+  } catch (e) {
+    emit({ event: 'error', cmd: c.cmd, error: String(e && e.message ? e.message : e) });
+  }
+}
+await quit(0);
