@@ -11,6 +11,11 @@ fn main() {
     tonic_prost_build::configure()
         // PCM and Opus payloads are shared (taps, fan-out) without copying.
         .bytes(".voxgate.v1")
+        // A `Quality` (two directions of optional floats) is four times the size of any other
+        // uplink message, which are frames sent 50 times a second: boxed (with the ENDED event's
+        // summary), they stay small.
+        .boxed(".voxgate.v1.Uplink.kind.quality")
+        .boxed(".voxgate.v1.SessionEvent.quality")
         .compile_fds(fds)
         .unwrap_or_else(|e| panic!("generating gRPC code failed: {e}"));
 }

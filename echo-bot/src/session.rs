@@ -92,6 +92,12 @@ pub async fn serve(mut call: Call, vad: VadConfig) {
             uplink::Kind::Progress(p) => {
                 machine.handle_progress(std::time::Instant::now(), p.queued_ms);
             }
+            uplink::Kind::Quality(q) => debug!(
+                rtt_ms = ?q.rtt_ms,
+                uplink_mos = ?q.uplink.as_ref().and_then(|d| d.mos),
+                downlink_mos = ?q.downlink.as_ref().and_then(|d| d.mos),
+                "network quality"
+            ),
             uplink::Kind::Cleared(c) => info!(
                 item_id = %c.item_id,
                 item_played_ms = c.item_played_ms,

@@ -61,7 +61,7 @@ use crate::media::session::{
 };
 use crate::media::tcp_owners::{TcpConn, TcpOwners};
 use crate::media::timers::Timers;
-use crate::metrics::{DropReason, LoopCounters, TcpCloseReason};
+use crate::metrics::{DropReason, LoopCounters, QualityObservation, TcpCloseReason};
 
 /// Where an endpoint's datagrams go: the event loop's UDP socket (through its send batch) and
 /// its own ICE-TCP connections. A test records them instead.
@@ -525,6 +525,9 @@ impl LoopEndpoint {
         let id = session.id;
         self.counters.bridge.add(&report.bridge);
         self.counters.handoff.add(&report.handoff);
+        if let Some(q) = report.quality {
+            self.counters.quality.observe(&quality_observation(&q));
+        }
         if let Some(talking) = report.started_talking {
             let event = LoopEvent::StartedTalking { id, talking };
             self.events.push_back(EndpointEvent::Loop(event));
@@ -645,5 +648,19 @@ fn transmit(counters: &mut LoopCounters, t: &Transmit, route: Route, out: &mut i
                 Err(_) => counters.send_errors += 1,
             }
         }
+    }
+}
+
+/// A session's quality sample in the metrics' base units (seconds, fractions).
+fn quality_observation(q: &crate::media::quality::QualitySample) -> QualityObservation {
+    let s = |ms: Option<f64>| ms.map(|v| v / 1e3);
+    QualityObservation {
+        rtt_s: s(q.rtt_ms),
+        uplink_jitter_s: s(q.uplink_jitter_ms),
+        downlink_jitter_s: s(q.downlink_jitter_ms),
+        uplink_loss: q.uplink_loss,
+        downlink_loss: q.downlink_loss,
+        uplink_mos: q.uplink_mos,
+        downlink_mos: q.downlink_mos,
     }
 }

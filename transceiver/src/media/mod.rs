@@ -8,7 +8,8 @@
 //! `Rtc` plus its [`audio_bridge`]), the loop's own ICE-TCP listener ([`tcp_server`], framing
 //! from `voxgate_proto::rfc4571`, caps per source from `voxgate_proto::source_caps`), the
 //! loop's busy meter ([`busy_meter`]), its share of a core under saturation ([`core_share`]),
-//! its read rhythm under steady traffic ([`read_coalescing`]), how many batches a wakeup reads
+//! its read rhythm under steady traffic ([`read_coalescing`]), each call's network quality from
+//! RTCP ([`quality`]), how many batches a wakeup reads
 //! ([`receive_budget`]) and when a datagram reached the socket rather than when it was read
 //! ([`arrival`]).
 //!
@@ -35,6 +36,7 @@ pub mod demux;
 pub mod endpoint;
 pub mod event_loop;
 pub mod loop_settings;
+pub mod quality;
 pub mod read_coalescing;
 pub mod receive_budget;
 pub mod session;

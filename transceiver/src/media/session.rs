@@ -32,6 +32,7 @@ use crate::media::audio_bridge::{
 };
 use crate::media::check_budget::CheckBudget;
 use crate::media::demux::PeerKey;
+use crate::media::quality::{EgressReport, IngressReport, QualitySample, QualityTracker};
 use crate::metrics::{BridgeCounters, DropReason, HandoffHistogram};
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
@@ -76,6 +77,9 @@ pub struct SessionReport {
     pub started_talking: Option<StartedTalking>,
     /// The owning backend was lost: how, and which owner (its `owner_id`).
     pub owner_lost: Option<(OwnerLoss, u64)>,
+    /// A network-quality sample was taken (every 5 s of a connected call), for the loop's
+    /// quality histograms.
+    pub quality: Option<QualitySample>,
 }
 
 /// Everything needed to build a session's `Rtc`, decided by the control plane.
@@ -135,6 +139,10 @@ pub struct Session {
     rtc_due: Instant,
     /// Socket arrival of the caller's last few RTP packets, for the bridge's hand-off timing.
     arrivals: RtpArrivals,
+    /// The caller's network, from str0m's RTCP statistics.
+    quality: QualityTracker,
+    /// A sample `quality` took that the loop has not collected yet.
+    quality_sample: Option<QualitySample>,
     span: tracing::Span,
 }
 
@@ -192,6 +200,8 @@ impl Session {
             scheduled: None,
             rtc_due: now,
             arrivals: RtpArrivals::default(),
+            quality: QualityTracker::new(now),
+            quality_sample: None,
             span,
         };
         Ok((session, answer_sdp))
@@ -422,8 +432,41 @@ impl Session {
                     .map_or("", |(_, l)| l.as_str());
                 self.bridge.on_channel_data(label, d.binary, &d.data);
             }
+            Event::MediaIngressStats(st) if Some(st.mid) == self.audio_mid => {
+                let report = IngressReport {
+                    jitter: st.jitter,
+                    loss: st.loss,
+                    packets: st.packets,
+                    packets_lost: st.packets_lost,
+                };
+                self.quality.on_ingress(now, report);
+                self.publish_quality_sample();
+            }
+            Event::MediaEgressStats(st) if Some(st.mid) == self.audio_mid => {
+                let report = EgressReport {
+                    rtt: st.rtt,
+                    loss: st.loss,
+                    packets: st.packets,
+                    remote: st.remote.map(|r| (r.jitter, r.packets_lost)),
+                };
+                self.quality.on_egress(now, report);
+                self.publish_quality_sample();
+            }
             Event::Closed => self.end(now, EndReason::ClosedByPeer),
             _ => {}
+        }
+    }
+
+    /// A sample the quality tracker just took goes to the backends and, through the session's
+    /// report, to the loop's histograms.
+    fn publish_quality_sample(&mut self) {
+        let Some(sample) = self.quality.take_sample() else {
+            return;
+        };
+        if self.state == SessionState::Connected {
+            self.bridge
+                .on_quality(proto_quality(sample, &self.quality.now()));
+            self.quality_sample = Some(sample);
         }
     }
 
@@ -434,7 +477,9 @@ impl Session {
         }
         self.state = SessionState::Ended;
         self.end_reason = Some(reason);
-        self.bridge.on_ended(reason.as_str());
+        let summary = self.quality.summary();
+        let summary = (summary.samples > 0).then(|| proto_summary(&summary));
+        self.bridge.on_ended(reason.as_str(), summary);
         match reason {
             // The peer is gone or broken: nothing to say goodbye to.
             EndReason::IceDisconnected
@@ -469,6 +514,7 @@ impl Session {
             handoff: self.bridge.take_handoff(),
             started_talking: self.bridge.take_started_talking(),
             owner_lost: self.owner_lost.take(),
+            quality: self.quality_sample.take(),
         }
     }
 
@@ -667,6 +713,46 @@ impl Session {
             taps: self.bridge.tap_count(),
             counters: self.counters,
             bridge: self.bridge.counters(),
+            quality: self.quality.snapshot(),
         }
+    }
+}
+
+/// A quality sample as the backend's `Quality` message.
+fn proto_quality(
+    sample: QualitySample,
+    now: &crate::media::quality::QualityNow,
+) -> voxgate_proto::bridge::Quality {
+    use voxgate_proto::bridge::{DirectionQuality, Quality};
+    let direction = |d: &crate::media::quality::DirectionQuality| DirectionQuality {
+        jitter_ms: d.jitter_ms,
+        loss_recent: d.loss_recent,
+        loss_total: d.loss_total,
+        packets_lost: d.packets_lost,
+        packets: d.packets,
+        mos: d.mos,
+    };
+    Quality {
+        at_ms: sample.at_ms,
+        rtt_ms: now.rtt_ms,
+        uplink: Some(direction(&now.uplink)),
+        downlink: Some(direction(&now.downlink)),
+    }
+}
+
+/// The call's quality as a whole, for the backend's ENDED event.
+fn proto_summary(
+    s: &crate::media::quality::QualitySummary,
+) -> voxgate_proto::bridge::QualitySummary {
+    voxgate_proto::bridge::QualitySummary {
+        samples: s.samples,
+        rtt_ms_mean: s.rtt_ms_mean,
+        rtt_ms_max: s.rtt_ms_max,
+        uplink_jitter_ms_max: s.uplink_jitter_ms_max,
+        downlink_jitter_ms_max: s.downlink_jitter_ms_max,
+        uplink_loss_total: s.uplink_loss_total,
+        downlink_loss_total: s.downlink_loss_total,
+        mos_mean: s.mos_mean,
+        mos_min: s.mos_min,
     }
 }

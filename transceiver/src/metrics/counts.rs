@@ -1,6 +1,8 @@
 //! The plain counters the media path keeps: integers a loop (and each session's bridge)
 //! increments with no atomic operation, which [`crate::metrics::LoopMetrics`] publishes as
-//! deltas once per wakeup. Depends on nothing else of the crate.
+//! deltas once per wakeup. Depends on nothing outside `metrics`.
+
+use crate::metrics::quality_histograms::QualityCounts;
 
 /// A session's audio-bridge counts, kept by its bridge and summed by its loop.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize, PartialEq, Eq)]
@@ -271,6 +273,8 @@ pub struct LoopCounters {
     pub media_path_moves: u64,
     pub bridge: BridgeCounters,
     pub handoff: HandoffHistogram,
+    /// Sessions' quality samples (see `quality_histograms`).
+    pub quality: QualityCounts,
 }
 
 impl LoopCounters {

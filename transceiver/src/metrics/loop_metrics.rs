@@ -17,6 +17,7 @@ use crate::metrics::counts::{
     DropReason, HandoffHistogram, LoopCounters, TcpCloseReason, TcpCounters,
 };
 use crate::metrics::labels::{LoopClassLabel, LoopLabel, LoopReasonLabel, SchedulingClass};
+use crate::metrics::quality_histograms::QualityHistograms;
 
 /// Every metric family labelled by media loop.
 #[derive(Default)]
@@ -223,7 +224,12 @@ impl LoopFamilies {
     }
 
     /// Handles for media loop `index`, resolved once so the loop never hashes labels.
-    pub(super) fn for_loop(&self, index: usize, pcm_frames_encoded: &Counter) -> LoopMetrics {
+    pub(super) fn for_loop(
+        &self,
+        index: usize,
+        pcm_frames_encoded: &Counter,
+        quality: &QualityHistograms,
+    ) -> LoopMetrics {
         let l = LoopLabel {
             r#loop: index.to_string(),
         };
@@ -280,6 +286,7 @@ impl LoopFamilies {
             pcm_frames_encoded: pcm_frames_encoded.clone(),
             tap_dropped: self.tap_dropped.get_or_create(&l).clone(),
             handoff: self.handoff.get_or_create(&l).clone(),
+            quality: quality.clone(),
             tcp_closed: TcpCloseReason::ALL.map(|r| with_reason(&self.tcp_closed, r.as_str())),
             tcp_accepted: self.tcp_accepted.get_or_create(&l).clone(),
             tcp_frames_in: self.tcp_frames_in.get_or_create(&l).clone(),
@@ -328,6 +335,8 @@ pub struct LoopMetrics {
     unrouted: Counter,
     media_path_moves: Counter,
     handoff: BulkHistogram,
+    /// Process-wide (no loop label): quality is the caller's network, not the loop's.
+    quality: QualityHistograms,
     tcp_accepted: Counter,
     tcp_closed: [Counter; TcpCloseReason::ALL.len()],
     tcp_frames_in: Counter,
@@ -380,6 +389,7 @@ impl LoopMetrics {
         b.downlink_cleared = 0;
         self.handoff.add(&pending.handoff);
         pending.handoff = HandoffHistogram::default();
+        self.quality.publish(&mut pending.quality);
         self.sessions_active.set(sessions_active as i64);
     }
 

@@ -10,12 +10,14 @@
 //!
 //! [`counts`]: the plain counters; [`labels`]: label sets and key types; [`registry`]: the
 //! registry and the process-wide families; [`loop_metrics`]: the per-loop families and one
-//! loop's handles; [`bulk_histogram`]: a histogram filled in bulk.
+//! loop's handles; [`bulk_histogram`]: a histogram filled in bulk; [`quality_histograms`]: call
+//! quality across sessions.
 
 mod bulk_histogram;
 mod counts;
 mod labels;
 mod loop_metrics;
+mod quality_histograms;
 mod registry;
 
 pub use bulk_histogram::BulkHistogram;
@@ -25,6 +27,7 @@ pub use counts::{
 };
 pub use labels::{CodecKey, GrpcRefusal, MultiplexDrop, OfferStage, SchedulingClass};
 pub use loop_metrics::LoopMetrics;
+pub use quality_histograms::{QualityCounts, QualityObservation};
 pub use registry::Metrics;
 
 #[cfg(test)]

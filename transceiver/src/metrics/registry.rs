@@ -10,6 +10,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::metrics::quality_histograms::QualityHistograms;
+
 use crate::metrics::labels::{
     offer_histogram, CodecKey, CodecLabel, GrpcRefusal, HeaderLabel, IngressLabel, MultiplexDrop,
     OfferStage, ReasonLabel, StageLabel, StatusLabel,
@@ -58,6 +60,8 @@ pub struct Metrics {
     ingress_header_unmatched: Counter,
     untrusted_header: Family<HeaderLabel, Counter>,
     forwarded_for_malformed: Counter,
+    /// Call quality across sessions (see `quality_histograms`); the loops publish into it.
+    quality: QualityHistograms,
 }
 
 impl Default for Metrics {
@@ -103,6 +107,7 @@ impl Metrics {
             ingress_header_unmatched: Counter::default(),
             untrusted_header: Family::default(),
             forwarded_for_malformed: Counter::default(),
+            quality: QualityHistograms::register(&mut registry),
             registry: Registry::default(),
         };
         // Registration order is the exposition order.
@@ -297,7 +302,8 @@ impl Metrics {
 
     /// Handles for media loop `index`, resolved once so the loop never hashes labels.
     pub fn loop_metrics(&self, index: usize) -> LoopMetrics {
-        self.loops.for_loop(index, &self.pcm_frames_encoded)
+        self.loops
+            .for_loop(index, &self.pcm_frames_encoded, &self.quality)
     }
 
     pub fn ingress_selected(&self, ingress: &str, reason: &str) {

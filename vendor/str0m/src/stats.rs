@@ -204,6 +204,9 @@ pub struct MediaIngressStats {
     pub rtt: Option<Duration>,
     /// Fraction of packets lost extracted from the last RTCP receiver report.
     pub loss: Option<f32>,
+    /// Cumulative number of packets lost, from the last RTCP receiver report we sent
+    /// (RFC 3550 6.4.1: expected minus received; 0 before the first report).
+    pub packets_lost: u64,
     /// Timestamp when this event was generated.
     pub timestamp: Instant,
     /// Stats provided by the remote peer via SenderReports
@@ -240,6 +243,7 @@ impl MediaIngressStats {
             jitter,
             rtt,
             loss,
+            packets_lost: self.packets_lost + other.packets_lost,
             timestamp: self.timestamp.max(other.timestamp),
             remote: match (&self.remote, &other.remote) {
                 (None, None) => None,

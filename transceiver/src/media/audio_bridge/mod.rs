@@ -46,7 +46,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use voxgate_proto::bridge::{session_event, uplink, AudioMode, Downlink, SessionEvent, Uplink};
+use voxgate_proto::bridge::{
+    session_event, uplink, AudioMode, Downlink, Quality, QualitySummary, SessionEvent, Uplink,
+};
 
 use crate::metrics::{BridgeCounters, HandoffHistogram};
 
@@ -242,14 +244,25 @@ impl AudioBridge {
         self.out.broadcast(ev);
     }
 
-    /// The session ended: a last event to everyone, then the channels close.
-    pub fn on_ended(&mut self, reason: &str) {
-        let ev = event(
+    /// The caller's network quality of the last few seconds, for the owner and taps.
+    pub fn on_quality(&mut self, quality: Quality) {
+        self.out.broadcast(Uplink {
+            kind: Some(uplink::Kind::Quality(Box::new(quality))),
+        });
+    }
+
+    /// The session ended: a last event to everyone (with the call's quality as a whole), then
+    /// the channels close.
+    pub fn on_ended(&mut self, reason: &str, quality: Option<QualitySummary>) {
+        let mut ev = event(
             session_event::Kind::Ended,
             reason,
             &self.session_id,
             &HashMap::new(),
         );
+        if let Some(uplink::Kind::Event(e)) = &mut ev.kind {
+            e.quality = quality.map(Box::new);
+        }
         self.out.broadcast(ev);
         self.out.close_all();
         self.downlink.on_ended();
@@ -306,6 +319,7 @@ fn event(
             reason: reason.to_string(),
             session_id: session_id.to_string(),
             metadata: metadata.clone(),
+            quality: None,
         })),
     }
 }

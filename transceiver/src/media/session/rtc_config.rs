@@ -29,7 +29,9 @@ pub fn new_rtc(
         .set_crypto_provider(voxgate_dtls::crypto_provider())
         .clear_codecs()
         .enable_opus(true, false)
-        .set_stats_interval(None)
+        // RTT, jitter and loss per direction for `media::quality`: str0m walks the session's
+        // two streams once a second (nothing per packet).
+        .set_stats_interval(Some(crate::media::quality::STATS_INTERVAL))
         // Hold at most 3 packets (60 ms) behind a gap: a lost packet becomes a concealed
         // frame quickly instead of delaying the uplink by str0m's default 15 packets.
         .set_reordering_size_audio(3)

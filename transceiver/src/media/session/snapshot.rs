@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::media::quality::QualitySnapshot;
 use crate::media::session::path::ClientPath;
 use crate::media::session::state::SessionState;
 use crate::metrics::BridgeCounters;
@@ -39,6 +40,9 @@ pub struct SessionSnapshot {
     pub taps: usize,
     pub counters: SessionCounters,
     pub bridge: BridgeCounters,
+    /// The caller's network: RTT, jitter, loss and MOS per direction, and the last minute's
+    /// samples (see `media::quality`).
+    pub quality: QualitySnapshot,
 }
 
 /// One authenticated path of a session, as `GET /v1/sessions/{id}` shows it.

@@ -151,6 +151,8 @@ pub(crate) struct StreamRxStats {
     rtt: Option<Duration>,
     /// fraction of packets lost from the last RR, if any
     loss: Option<f32>,
+    /// cumulative number of packets lost from the last RR we sent (voxgate patch 2)
+    packets_lost: u64,
 }
 
 impl StreamRx {
@@ -728,6 +730,7 @@ impl StreamRx {
             let report = &rr.reports[rr.reports.len() - 1];
             self.stats.update_loss(report.fraction_lost);
             self.stats.jitter = report.jitter;
+            self.stats.packets_lost = report.packets_lost as u64;
         }
 
         let xr = self.create_extended_receiver_report(now, sender_ssrc);
@@ -1026,6 +1029,7 @@ impl StreamRxStats {
             jitter: self.jitter,
             rtt: self.rtt,
             loss: self.loss,
+            packets_lost: self.packets_lost,
             timestamp: now,
             remote: sender_info.map(|l| RemoteEgressStats {
                 bytes: l.info.sender_octet_count as u64,
