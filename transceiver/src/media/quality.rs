@@ -10,7 +10,9 @@
 //! Where each number comes from (str0m, RTCP):
 //! - **RTT**: the client's receiver reports of our downlink (LSR/DLSR, RFC 3550 §6.4.1). An
 //!   ICE-lite server sends no consent checks of its own and browsers answer no XR RRTR, so this
-//!   is the one RTT there is; the network's round trip is the same for both directions.
+//!   is the one RTT there is; the network's round trip is the same for both directions. It
+//!   needs downlink audio (sender reports go out only while we send), so it appears once the
+//!   agent first speaks and then holds its last value.
 //! - **Uplink** (caller → transceiver): the jitter and loss of the receiver reports *we* send
 //!   (RFC 3550 interarrival jitter; cumulative loss from vendored str0m patch 2).
 //! - **Downlink** (transceiver → caller): the jitter and loss the *client* reports of our media.
@@ -28,7 +30,8 @@
 //!   mouth-to-ear delay the *network and the codec* add: `RTT / 2`, plus 26.5 ms of Opus
 //!   (20 ms frame and 6.5 ms look-ahead), plus a jitter buffer estimated as `max(20 ms, 2 ×
 //!   jitter)`. What the backend takes to answer is not in it: this scores the line, not the
-//!   agent (the per-turn latency is measured separately).
+//!   agent (the per-turn latency is measured separately). Before the first RTT (a call whose
+//!   agent has not spoken yet has none: see RTT above) `d` counts no network delay.
 //! - Loss impairment `Ie_eff = Ie + (95 − Ie) · Ppl / (Ppl + Bpl)` for random loss (BurstR 1),
 //!   `Ppl` the recent loss in percent. G.113 lists no Opus values; we take `Ie = 0` (Opus at
 //!   voice bitrates is transparent on the E-model's narrowband scale) and `Bpl = 20`, a little
@@ -261,10 +264,11 @@ impl QualityTracker {
     fn rescore(&mut self) {
         let rtt = self.now.rtt_ms;
         for d in [&mut self.now.uplink, &mut self.now.downlink] {
-            d.mos = match (rtt, d.jitter_ms) {
-                (Some(rtt), Some(jitter)) => Some(mos(rtt, jitter, d.loss_recent.unwrap_or(0.0))),
-                _ => None,
-            };
+            // Until an RTT is known (it needs downlink audio: the client's receiver reports
+            // time our sender reports), the score counts no network delay.
+            d.mos = d
+                .jitter_ms
+                .map(|jitter| mos(rtt.unwrap_or(0.0), jitter, d.loss_recent.unwrap_or(0.0)));
         }
     }
 
