@@ -25,7 +25,9 @@
 //! "Voice over IP performance monitoring", with default values for everything but delay and
 //! loss:
 //! - `R = 93.2 − Id − Ie_eff`, `MOS = 1 + 0.035 R + 7·10⁻⁶ R (R − 60)(100 − R)` (1 below R 0, 4.5
-//!   above R 100): a perfect network reads 4.41.
+//!   above R 100): R 93.2 is 4.41; the codec's and the smallest jitter buffer's delay alone
+//!   bring a perfect line to 4.39, and a 20 ms round trip with 2 ms of jitter reads 4.38 with
+//!   no loss, 4.14 at 2 % and 3.11 at 10 %.
 //! - Delay impairment `Id = 0.024 d + 0.11 (d − 177.3) H(d − 177.3)` with `d` the one-way
 //!   mouth-to-ear delay the *network and the codec* add: `RTT / 2`, plus 26.5 ms of Opus
 //!   (20 ms frame and 6.5 ms look-ahead), plus a jitter buffer estimated as `max(20 ms, 2 ×
