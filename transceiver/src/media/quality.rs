@@ -40,15 +40,16 @@
 //!   more robust than G.711 with its Appendix I concealment (25.1 in G.113) and far less than
 //!   Opus with in-band FEC, which the browser does not send by default without loss feedback.
 //!
-//! Cost: str0m produces statistics every [`STATS_INTERVAL`] per session (a walk over its two
-//! streams); this module's work is a few float operations per event. Nothing per packet.
+//! Cost: str0m produces statistics every [`STATS_INTERVAL`] (5 s) per session (a walk over its
+//! two streams); this module's work is a few float operations per event. Nothing per packet.
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-/// How often str0m emits a session's statistics.
-pub const STATS_INTERVAL: Duration = Duration::from_secs(1);
+/// How often str0m emits a session's statistics: as often as a sample is taken, so str0m's
+/// stats timer wakes a session once per sample and no more.
+pub const STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// How often a sample joins the history, the histograms and the backend's stream.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 /// Samples kept in the history (a minute at [`SAMPLE_EVERY`]).
@@ -150,6 +151,65 @@ pub struct EgressReport {
     pub remote: Option<(u32, u64)>,
 }
 
+impl From<&str0m::stats::MediaIngressStats> for IngressReport {
+    fn from(st: &str0m::stats::MediaIngressStats) -> Self {
+        IngressReport {
+            jitter: st.jitter,
+            loss: st.loss,
+            packets: st.packets,
+            packets_lost: st.packets_lost,
+        }
+    }
+}
+
+impl From<&str0m::stats::MediaEgressStats> for EgressReport {
+    fn from(st: &str0m::stats::MediaEgressStats) -> Self {
+        EgressReport {
+            rtt: st.rtt,
+            loss: st.loss,
+            packets: st.packets,
+            remote: st.remote.as_ref().map(|r| (r.jitter, r.packets_lost)),
+        }
+    }
+}
+
+impl QualitySample {
+    /// The backend's `Quality` message: this sample's time with the current values.
+    pub fn to_proto(&self, now: &QualityNow) -> voxgate_proto::bridge::Quality {
+        let direction = |d: &DirectionQuality| voxgate_proto::bridge::DirectionQuality {
+            jitter_ms: d.jitter_ms,
+            loss_recent: d.loss_recent,
+            loss_total: d.loss_total,
+            packets_lost: d.packets_lost,
+            packets: d.packets,
+            mos: d.mos,
+        };
+        voxgate_proto::bridge::Quality {
+            at_ms: self.at_ms,
+            rtt_ms: now.rtt_ms,
+            uplink: Some(direction(&now.uplink)),
+            downlink: Some(direction(&now.downlink)),
+        }
+    }
+}
+
+impl QualitySummary {
+    /// The call's quality as a whole, for the backend's ENDED event.
+    pub fn to_proto(&self) -> voxgate_proto::bridge::QualitySummary {
+        voxgate_proto::bridge::QualitySummary {
+            samples: self.samples,
+            rtt_ms_mean: self.rtt_ms_mean,
+            rtt_ms_max: self.rtt_ms_max,
+            uplink_jitter_ms_max: self.uplink_jitter_ms_max,
+            downlink_jitter_ms_max: self.downlink_jitter_ms_max,
+            uplink_loss_total: self.uplink_loss_total,
+            downlink_loss_total: self.downlink_loss_total,
+            mos_mean: self.mos_mean,
+            mos_min: self.mos_min,
+        }
+    }
+}
+
 /// Per-session quality state (see the module docs).
 #[derive(Debug)]
 pub struct QualityTracker {
@@ -160,8 +220,8 @@ pub struct QualityTracker {
     filled: usize,
     next: usize,
     next_sample_at: Instant,
-    /// The sample just taken, until the loop takes it.
-    fresh: Option<QualitySample>,
+    /// When a sample fell due, until it is taken.
+    due: Option<Instant>,
     summary: Accumulated,
 }
 
@@ -187,7 +247,7 @@ impl QualityTracker {
             filled: 0,
             next: 0,
             next_sample_at: started + SAMPLE_EVERY,
-            fresh: None,
+            due: None,
             summary: Accumulated::default(),
         }
     }
@@ -232,9 +292,10 @@ impl QualityTracker {
         self.maybe_sample(at);
     }
 
-    /// The sample taken since the last call, if any.
+    /// The sample due since the last call, if any: taken now, from the current values.
     pub fn take_sample(&mut self) -> Option<QualitySample> {
-        self.fresh.take()
+        let at = self.due.take()?;
+        Some(self.sample(at))
     }
 
     pub fn snapshot(&self) -> QualitySnapshot {
@@ -274,12 +335,18 @@ impl QualityTracker {
         }
     }
 
+    /// Marks a sample due; [`QualityTracker::take_sample`] takes it, once the events of one
+    /// stats round (uplink and downlink come together) are all in.
     fn maybe_sample(&mut self, at: Instant) {
         if at < self.next_sample_at {
             return;
         }
         // Stay on the grid, but never owe more than one sample after a pause.
         self.next_sample_at = (self.next_sample_at + SAMPLE_EVERY).max(at + SAMPLE_EVERY / 2);
+        self.due = Some(at);
+    }
+
+    fn sample(&mut self, at: Instant) -> QualitySample {
         let n = self.now;
         let sample = QualitySample {
             at_ms: at.saturating_duration_since(self.started).as_millis() as u64,
@@ -294,7 +361,6 @@ impl QualityTracker {
         self.history[self.next % HISTORY] = sample;
         self.next = (self.next + 1) % HISTORY;
         self.filled = (self.filled + 1).min(HISTORY);
-        self.fresh = Some(sample);
         let a = &mut self.summary;
         a.samples += 1;
         if let Some(r) = n.rtt_ms {
@@ -313,6 +379,7 @@ impl QualityTracker {
             a.mos_n += 1;
             a.mos_min = Some(a.mos_min.map_or(m, |x| x.min(m)));
         }
+        sample
     }
 }
 

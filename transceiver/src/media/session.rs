@@ -77,8 +77,7 @@ pub struct SessionReport {
     pub started_talking: Option<StartedTalking>,
     /// The owning backend was lost: how, and which owner (its `owner_id`).
     pub owner_lost: Option<(OwnerLoss, u64)>,
-    /// A network-quality sample was taken (every 5 s of a connected call), for the loop's
-    /// quality histograms.
+    /// A quality sample (every 5 s of a connected call), for the loop's histograms.
     pub quality: Option<QualitySample>,
 }
 
@@ -139,9 +138,8 @@ pub struct Session {
     rtc_due: Instant,
     /// Socket arrival of the caller's last few RTP packets, for the bridge's hand-off timing.
     arrivals: RtpArrivals,
-    /// The caller's network, from str0m's RTCP statistics.
+    /// The caller's network (str0m's RTCP statistics), and a sample the loop has yet to take.
     quality: QualityTracker,
-    /// A sample `quality` took that the loop has not collected yet.
     quality_sample: Option<QualitySample>,
     span: tracing::Span,
 }
@@ -352,6 +350,7 @@ impl Session {
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(t)) => {
                     self.rtc_due = t;
+                    self.publish_quality_sample(); // this round's stats are all in
                     if let Some(close_at) = self.close_at {
                         return Some(t.min(close_at));
                     }
@@ -433,39 +432,21 @@ impl Session {
                 self.bridge.on_channel_data(label, d.binary, &d.data);
             }
             Event::MediaIngressStats(st) if Some(st.mid) == self.audio_mid => {
-                let report = IngressReport {
-                    jitter: st.jitter,
-                    loss: st.loss,
-                    packets: st.packets,
-                    packets_lost: st.packets_lost,
-                };
-                self.quality.on_ingress(now, report);
-                self.publish_quality_sample();
+                self.quality.on_ingress(now, IngressReport::from(&st))
             }
             Event::MediaEgressStats(st) if Some(st.mid) == self.audio_mid => {
-                let report = EgressReport {
-                    rtt: st.rtt,
-                    loss: st.loss,
-                    packets: st.packets,
-                    remote: st.remote.map(|r| (r.jitter, r.packets_lost)),
-                };
-                self.quality.on_egress(now, report);
-                self.publish_quality_sample();
+                self.quality.on_egress(now, EgressReport::from(&st))
             }
             Event::Closed => self.end(now, EndReason::ClosedByPeer),
             _ => {}
         }
     }
 
-    /// A sample the quality tracker just took goes to the backends and, through the session's
-    /// report, to the loop's histograms.
+    /// A sample due goes to the backends and (the session's report) the loop's histograms.
     fn publish_quality_sample(&mut self) {
-        let Some(sample) = self.quality.take_sample() else {
-            return;
-        };
-        if self.state == SessionState::Connected {
-            self.bridge
-                .on_quality(proto_quality(sample, &self.quality.now()));
+        let sample = self.quality.take_sample();
+        if let Some(sample) = sample.filter(|_| self.state == SessionState::Connected) {
+            self.bridge.on_quality(sample.to_proto(&self.quality.now()));
             self.quality_sample = Some(sample);
         }
     }
@@ -477,8 +458,8 @@ impl Session {
         }
         self.state = SessionState::Ended;
         self.end_reason = Some(reason);
-        let summary = self.quality.summary();
-        let summary = (summary.samples > 0).then(|| proto_summary(&summary));
+        let summary = Some(self.quality.summary()).filter(|s| s.samples > 0);
+        let summary = summary.map(|s| s.to_proto());
         self.bridge.on_ended(reason.as_str(), summary);
         match reason {
             // The peer is gone or broken: nothing to say goodbye to.
@@ -715,44 +696,5 @@ impl Session {
             bridge: self.bridge.counters(),
             quality: self.quality.snapshot(),
         }
-    }
-}
-
-/// A quality sample as the backend's `Quality` message.
-fn proto_quality(
-    sample: QualitySample,
-    now: &crate::media::quality::QualityNow,
-) -> voxgate_proto::bridge::Quality {
-    use voxgate_proto::bridge::{DirectionQuality, Quality};
-    let direction = |d: &crate::media::quality::DirectionQuality| DirectionQuality {
-        jitter_ms: d.jitter_ms,
-        loss_recent: d.loss_recent,
-        loss_total: d.loss_total,
-        packets_lost: d.packets_lost,
-        packets: d.packets,
-        mos: d.mos,
-    };
-    Quality {
-        at_ms: sample.at_ms,
-        rtt_ms: now.rtt_ms,
-        uplink: Some(direction(&now.uplink)),
-        downlink: Some(direction(&now.downlink)),
-    }
-}
-
-/// The call's quality as a whole, for the backend's ENDED event.
-fn proto_summary(
-    s: &crate::media::quality::QualitySummary,
-) -> voxgate_proto::bridge::QualitySummary {
-    voxgate_proto::bridge::QualitySummary {
-        samples: s.samples,
-        rtt_ms_mean: s.rtt_ms_mean,
-        rtt_ms_max: s.rtt_ms_max,
-        uplink_jitter_ms_max: s.uplink_jitter_ms_max,
-        downlink_jitter_ms_max: s.downlink_jitter_ms_max,
-        uplink_loss_total: s.uplink_loss_total,
-        downlink_loss_total: s.downlink_loss_total,
-        mos_mean: s.mos_mean,
-        mos_min: s.mos_min,
     }
 }

@@ -30,7 +30,7 @@ pub fn new_rtc(
         .clear_codecs()
         .enable_opus(true, false)
         // RTT, jitter and loss per direction for `media::quality`: str0m walks the session's
-        // two streams once a second (nothing per packet).
+        // two streams every 5 s (nothing per packet).
         .set_stats_interval(Some(crate::media::quality::STATS_INTERVAL))
         // Hold at most 3 packets (60 ms) behind a gap: a lost packet becomes a concealed
         // frame quickly instead of delaying the uplink by str0m's default 15 packets.
