@@ -1,6 +1,6 @@
 """voxgate.pipecat with a minimal Pipecat pipeline, a real transceiver and a real caller:
-audio and data-channel messages both ways, an interruption that clears the reply, and the
-connection reported as Pipecat's transports report it."""
+audio and data-channel messages both ways, an interruption that clears the reply, the
+connection reported as Pipecat's transports report it, and the caller's network quality."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from voxgate_harness.audio import dominant_hz, rms, tone  # noqa: E402
 
 import voxgate  # noqa: E402
 from voxgate.pipecat import (  # noqa: E402
+    CallQualityFrame,
     PlaybackClearedFrame,
     VoxgateParams,
     VoxgateTransport,
@@ -175,5 +176,51 @@ async def test_the_transport_reports_the_connection_and_ends_the_pipeline_when_t
             assert await caller.delete() == 204
             await asyncio.wait_for(finished.wait(), TIMEOUT)
             assert events == ["connected", "disconnected: deleted"]
+        finally:
+            server.cancel()
+
+
+async def test_the_callers_network_quality_reaches_the_pipeline_as_a_frame_and_an_event(
+        transceiver, caller_factory, token):
+    recorder = Recorder((CallQualityFrame,))
+    events: list[voxgate.Quality] = []
+    summaries: list[voxgate.QualitySummary | None] = []
+    finished = asyncio.Event()
+
+    async def bot(transport: VoxgateTransport) -> None:
+        task = PipelineWorker(Pipeline([transport.input(), recorder, transport.output()]),
+                              params=PipelineParams(audio_in_sample_rate=RATE,
+                                                    audio_out_sample_rate=RATE))
+
+        @transport.event_handler("on_call_quality")
+        async def _quality(transport, quality):
+            events.append(quality)
+
+        @transport.event_handler("on_client_disconnected")
+        async def _gone(transport, call):
+            summaries.append(call.quality_summary)
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(task)
+        await runner.run()
+        finished.set()
+
+    async with voxgate.Worker(transceiver.grpc_target, token=token, sample_rate=RATE) as worker:
+        await worker.wait_registered(TIMEOUT)
+        server = asyncio.create_task(serve(worker, bot))
+        try:
+            caller = await caller_factory()
+            deadline = time.monotonic() + TIMEOUT
+            while not (recorder.seen and events) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert recorder.seen, "no CallQualityFrame within 30 s (one is due every 5 s)"
+            quality = recorder.seen[0].quality
+            assert isinstance(quality, voxgate.Quality) and events[0] == quality
+            # The caller always sends (silence, as a microphone would): the uplink is measured.
+            assert quality.uplink.jitter_ms is not None and quality.uplink.packets > 100
+            assert await caller.delete() == 204
+            await asyncio.wait_for(finished.wait(), TIMEOUT)
+            assert len(summaries) == 1 and summaries[0] is not None
+            assert summaries[0].samples >= 1
         finally:
             server.cancel()

@@ -556,3 +556,54 @@ async def test_a_long_answer_played_in_one_call_is_sent_in_chunks_the_transceive
         await poll(lambda: caller.heard_seconds(after=said) >= 1.0, what="the long answer")
         assert call.error is None and not call.ended.is_set()
         assert call.progress.item_id == "long"
+
+
+async def test_the_callers_network_quality_arrives_every_5_s_and_is_summed_up_at_the_end(
+        transceiver, answered, token):
+    # Media both ways for the whole call: the caller's receiver reports of the downlink give the
+    # RTT and the downlink's jitter, the transceiver's own reports the uplink's.
+    async with answered() as (caller, call):
+        assert call.quality is None
+        heard: list[voxgate.Quality] = []
+        call.on_quality(heard.append)
+        updates = call.qualities()
+        tapped: list[voxgate.Quality | voxgate.Event] = []
+
+        async def tap() -> None:
+            async for item in voxgate.tap(transceiver.grpc_target, call.session_id, token=token):
+                if isinstance(item, (voxgate.Quality, voxgate.Event)):
+                    tapped.append(item)
+
+        tapping = asyncio.create_task(tap())
+        caller.say(tone(440, 20.0, 48_000))
+        await call.play(tone(550, 20.0, RATE), item_id="long")
+        first = await asyncio.wait_for(anext(updates), 8.0)  # 5 s into the session
+        assert call.quality is first and heard == [first]
+        assert 4_000 <= first.at_ms <= 8_000, first
+        q = first
+        # The RTT needs a client receiver report of a sender report of ours, and str0m sends
+        # audio sender reports every 5 s: the first sample may come before it, the next not.
+        if q.rtt_ms is None:
+            q = await asyncio.wait_for(anext(updates), 8.0)
+            assert q.at_ms - first.at_ms >= 4_000, (first, q)
+        assert call.quality is q and heard[-1] is q
+        assert q.rtt_ms is not None and 0 <= q.rtt_ms < 100, q
+        for d in (q.uplink, q.downlink):
+            assert d.jitter_ms is not None and 0 <= d.jitter_ms < 50, q
+            assert d.mos is not None and 1 <= d.mos <= 4.5, q
+            assert d.packets > 100 and d.loss_total is not None and d.loss_total < 0.05, q
+        assert q.mos == min(q.uplink.mos, q.downlink.mos)
+        await poll(lambda: any(isinstance(i, voxgate.Quality) for i in tapped), 8.0,
+                   "a tap's quality")
+
+        assert await caller.delete() == 204  # the caller hangs up
+        await asyncio.wait_for(call.ended.wait(), TIMEOUT)
+        s = call.quality_summary
+        assert s is not None and s.samples >= 1, s
+        assert s.rtt_ms_mean is not None and s.rtt_ms_max >= s.rtt_ms_mean, s
+        assert s.uplink_jitter_ms_max is not None and s.downlink_jitter_ms_max is not None, s
+        assert 1 <= s.mos_min <= s.mos_mean <= 4.5, s
+        consumed = 1 if q is first else 2
+        assert [u async for u in updates] == heard[consumed:], "the iterator ends with the call"
+        await asyncio.wait_for(tapping, TIMEOUT)
+        assert tapped[-1].kind is voxgate.EventKind.ENDED and tapped[-1].quality == s

@@ -3,9 +3,10 @@
 The transceiver terminates WebRTC at the edge and hands each call to a backend over gRPC
 (proto/grpc/voxgate.proto). This package is that backend's side: a `Worker` subscribes to one
 or more transceivers and yields `Call`s; a call gives the caller's 20 ms PCM frames and takes
-PCM to play, `clear()` for barge-in, data-channel messages and `hangup()`. `tap()` listens to a
-call without owning it; a `TaskSet` keeps the tasks a backend starts per call. Everything is
-asyncio (grpc.aio); audio is plain `bytes`.
+PCM to play, `clear()` for barge-in, data-channel messages, the caller's network quality
+(`call.quality`, every 5 s) and `hangup()`. `tap()` listens to a call without owning it; a
+`TaskSet` keeps the tasks a backend starts per call. Everything is asyncio (grpc.aio); audio is
+plain `bytes`.
 """
 
 from voxgate.call import Call
@@ -26,20 +27,23 @@ from voxgate.types import (
     AudioMode,
     CallState,
     Cleared,
+    DirectionQuality,
     Event,
     EventKind,
     Message,
     OpusApplication,
     OpusFrame,
     Progress,
+    Quality,
+    QualitySummary,
     SampleRate,
 )
 from voxgate.worker import OPUS_PASSTHROUGH, PCM, Worker
 
 __all__ = [
     "AudioFrame", "AudioMode", "AuthError", "Call", "CallEndedError", "CallState", "Cleared",
-    "DataChannelNotOpenError", "Event", "EventKind", "Message", "MessageTooLargeError",
-    "OPUS_PASSTHROUGH",
-    "OpusApplication", "OpusFrame", "PCM", "Progress", "SampleRate", "SessionOwnedError",
-    "TaskSet", "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
+    "DataChannelNotOpenError", "DirectionQuality", "Event", "EventKind", "Message",
+    "MessageTooLargeError", "OPUS_PASSTHROUGH", "OpusApplication", "OpusFrame", "PCM", "Progress",
+    "Quality", "QualitySummary", "SampleRate", "SessionOwnedError", "TaskSet",
+    "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
 ]

@@ -9,11 +9,14 @@ from voxgate.types import (
     AudioFrame,
     AudioMode,
     Cleared,
+    DirectionQuality,
     EventKind,
     Message,
     OpusApplication,
     OpusFrame,
     Progress,
+    Quality,
+    QualitySummary,
 )
 
 _APPLICATIONS = {
@@ -110,6 +113,38 @@ def progress(p: pb.PlaybackProgress) -> Progress:
 
 def cleared(c: pb.Cleared) -> Cleared:
     return Cleared(c.played_ms, c.dropped_ms, c.item_id, c.item_played_ms)
+
+
+def _optional(msg: object, name: str) -> float | None:
+    """A proto3 `optional double`: None when absent (not measured), not 0.0."""
+    return getattr(msg, name) if msg.HasField(name) else None  # type: ignore[attr-defined]
+
+
+def direction_quality(d: pb.DirectionQuality) -> DirectionQuality:
+    return DirectionQuality(
+        jitter_ms=_optional(d, "jitter_ms"), loss_recent=_optional(d, "loss_recent"),
+        loss_total=_optional(d, "loss_total"), packets_lost=d.packets_lost, packets=d.packets,
+        mos=_optional(d, "mos"))
+
+
+def quality(q: pb.Quality) -> Quality:
+    return Quality(at_ms=q.at_ms, rtt_ms=_optional(q, "rtt_ms"),
+                   uplink=direction_quality(q.uplink), downlink=direction_quality(q.downlink))
+
+
+def quality_summary(ev: pb.SessionEvent) -> QualitySummary | None:
+    """The summary an ENDED event carries; None when it has none (a call under 5 s)."""
+    if not ev.HasField("quality"):
+        return None
+    s = ev.quality
+    return QualitySummary(
+        samples=s.samples, rtt_ms_mean=_optional(s, "rtt_ms_mean"),
+        rtt_ms_max=_optional(s, "rtt_ms_max"),
+        uplink_jitter_ms_max=_optional(s, "uplink_jitter_ms_max"),
+        downlink_jitter_ms_max=_optional(s, "downlink_jitter_ms_max"),
+        uplink_loss_total=_optional(s, "uplink_loss_total"),
+        downlink_loss_total=_optional(s, "downlink_loss_total"),
+        mos_mean=_optional(s, "mos_mean"), mos_min=_optional(s, "mos_min"))
 
 
 def event_kind(kind: int) -> EventKind:

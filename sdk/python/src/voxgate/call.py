@@ -6,8 +6,10 @@ A `Call` starts `PENDING` (dispatched to this worker); `accept()` attaches (`Att
 stream), `decline()` sends `Reject` on the worker stream instead. Once attached its uplink is
 sorted as it comes (`_on_uplink`): audio frames into a bounded queue (the oldest frame is
 dropped, and counted, when the consumer falls behind), data-channel messages into another,
-progress into `call.progress`, `Cleared` answers to the `clear()` that asked, and the session
-events into `connected` / `data_channel_open` / `ended`. Writes (play, clear, send, hangup) go
+progress into `call.progress`, `Cleared` answers to the `clear()` that asked, network quality
+(every 5 s) into `call.quality` and to its listeners (`on_quality`, `qualities()`), and the
+session events into `connected` / `data_channel_open` / `ended` (the ENDED event's quality
+summary into `call.quality_summary`). Writes (play, clear, send, hangup) go
 to the stream, one at a time. A `send` before the caller's data channel is open waits for it
 (bounded): the transceiver would drop the message.
 """
@@ -32,7 +34,17 @@ from voxgate.errors import (
     VoxgateError,
     from_rpc_error,
 )
-from voxgate.types import AudioFrame, AudioMode, CallState, Cleared, Message, OpusFrame, Progress
+from voxgate.types import (
+    AudioFrame,
+    AudioMode,
+    CallState,
+    Cleared,
+    Message,
+    OpusFrame,
+    Progress,
+    Quality,
+    QualitySummary,
+)
 
 log = logging.getLogger("voxgate.call")
 
@@ -46,6 +58,8 @@ MESSAGE_QUEUE = 1000
 MAX_CHUNK_BYTES = 128 * 1024
 ATTACH_TIMEOUT_S = 10.0
 HANGUP_TIMEOUT_S = 5.0
+# Quality updates buffered per `qualities()` iterator before the oldest is dropped: a minute.
+QUALITY_QUEUE = 12
 # How long `send` waits, by default, for the caller's data channel to open. It opens shortly
 # after the media connects; a caller whose channel stays shut this long likely has none.
 DATA_CHANNEL_TIMEOUT_S = 10.0
@@ -140,6 +154,12 @@ class Call:
         self.mode = AudioMode(mode)
         #: Latest playback progress (updated every `progress_interval_ms` of played audio).
         self.progress = Progress()
+        #: The caller's network as last measured (every 5 s while connected); None until the
+        #: first measurement.
+        self.quality: Quality | None = None
+        #: The network quality of the whole call, set when it ends; None if the call had no
+        #: sample (under 5 s) or ended without the transceiver's ENDED.
+        self.quality_summary: QualitySummary | None = None
         #: Set when the caller's media flows (ICE + DTLS done).
         self.connected = asyncio.Event()
         #: Set when the caller's data channel is open (`send` waits for it).
@@ -162,6 +182,8 @@ class Call:
         self._clears: deque[asyncio.Future[Cleared]] = deque()
         self._state = CallState.PENDING
         self._end_listeners: list[Callable[[Call], None]] = []
+        self._quality_listeners: list[Callable[[Quality], None]] = []
+        self._quality_queues: list[DropOldestQueue] = []  # one per `qualities()` iterator
 
     def __repr__(self) -> str:
         return f"Call({self.session_id!r}, attempt={self.attempt}, state={self._state})"
@@ -256,6 +278,35 @@ class Call:
                 return
             yield item
 
+    def qualities(self) -> AsyncIterator[Quality]:
+        """Each network-quality measurement from now on (every 5 s while the call is
+        connected), until the call ends (raises as `audio()`). `call.quality` has the latest."""
+        queue = DropOldestQueue(QUALITY_QUEUE)
+        if self._state is CallState.ENDED:
+            queue.put(_END)
+        else:
+            self._quality_queues.append(queue)
+        return self._drain_qualities(queue)
+
+    async def _drain_qualities(self, queue: DropOldestQueue) -> AsyncIterator[Quality]:
+        try:
+            async for q in self._drain(queue):
+                yield q
+        finally:
+            if queue in self._quality_queues:
+                self._quality_queues.remove(queue)
+
+    def on_quality(self, listener: Callable[[Quality], None]) -> Callable[[], None]:
+        """Calls `listener(quality)` with each network-quality measurement (every 5 s while
+        the call is connected) until the call ends. Returns a function that stops it."""
+        self._quality_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._quality_listeners:
+                self._quality_listeners.remove(listener)
+
+        return remove
+
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Waits until the caller's media flows; raises `CallEndedError` if it ends first."""
         await _wait_either(self.connected, self.ended, timeout)
@@ -305,6 +356,8 @@ class Call:
                     fut.set_result(_wire.cleared(up.cleared))
         elif kind == "data":
             self._messages.put(_wire.message(up.data))
+        elif kind == "quality":
+            self._on_quality(_wire.quality(up.quality))
         elif kind == "event":
             ev = up.event
             if ev.kind == pb.SessionEvent.ATTACHED:
@@ -314,7 +367,18 @@ class Call:
             elif ev.kind == pb.SessionEvent.DATA_CHANNEL_OPEN:
                 self.data_channel_open.set()
             elif ev.kind == pb.SessionEvent.ENDED:
+                self.quality_summary = _wire.quality_summary(ev)
                 self._finish(ev.reason or "ended", None)
+
+    def _on_quality(self, quality: Quality) -> None:
+        self.quality = quality
+        for queue in self._quality_queues:
+            queue.put(quality)
+        for listener in list(self._quality_listeners):
+            try:
+                listener(quality)
+            except Exception:
+                log.exception("on_quality listener of %s failed", self.session_id)
 
     def _on_closed(self, error: VoxgateError | None) -> None:
         """The stream is over: after ENDED nothing is left to do; a close this call asked for
@@ -341,6 +405,9 @@ class Call:
             log.info("session %s ended (%s)", self.session_id, reason)
         self._audio.put(_END)
         self._messages.put(_END)
+        self._quality_listeners.clear()
+        for queue in self._quality_queues:
+            queue.put(_END)
         while self._clears:
             fut = self._clears.popleft()
             if not fut.done():

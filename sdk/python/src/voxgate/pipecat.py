@@ -18,6 +18,10 @@ at the transceiver and the pipeline sees plain PCM over gRPC:
   `ClientConnectedFrame`; when the call ends `on_client_disconnected(transport, call)` fires and
   (`VoxgateParams.cancel_on_disconnect`) a `CancelWorkerFrame` goes upstream, since nobody is
   left to hear the pipeline;
+- network quality: each measurement of the caller's network (every 5 s while connected: RTT,
+  jitter, loss, MOS per direction) goes downstream as a `CallQualityFrame` and to the
+  `on_call_quality(transport, quality)` event handler; the summary of the whole call is
+  `call.quality_summary` by the time `on_client_disconnected` fires;
 - errors: a call that broke (the transceiver vanished, ...) is an `ErrorFrame` upstream
   (`push_error`) and a log line; a failed write, clear or message is logged (on Pipecat's
   logger), at debug level once the call has simply ended.
@@ -60,7 +64,7 @@ from pipecat.transports.base_transport import BaseTransport, TransportParams
 from voxgate.call import DATA_CHANNEL_TIMEOUT_S, Call
 from voxgate.errors import CallEndedError, VoxgateError
 from voxgate.task_set import TaskSet
-from voxgate.types import AudioFrame, Cleared
+from voxgate.types import AudioFrame, Cleared, Quality
 from voxgate.worker import Worker
 
 # Real-time pacing may run this far ahead of the caller (audio queued at the transceiver).
@@ -95,6 +99,14 @@ class PlaybackClearedFrame(SystemFrame):
     dropped_ms: int = 0
 
 
+@dataclass
+class CallQualityFrame(SystemFrame):
+    """Downstream every 5 s while the call is connected: the caller's network as the
+    transceiver measured it (`voxgate.Quality`: RTT, and jitter, loss and MOS per direction)."""
+
+    quality: Quality = Quality()
+
+
 def _log_failed(who: object, what: str, e: VoxgateError) -> None:
     """A failed call operation, logged: at debug level when the call has simply ended (every
     write after that fails the same way), as a warning otherwise."""
@@ -115,6 +127,7 @@ class VoxgateInputTransport(BaseInputTransport):
         if not self._tasks:
             self._tasks = [self.create_task(self._read_audio()),
                            self.create_task(self._read_messages()),
+                           self.create_task(self._read_quality()),
                            self.create_task(self._watch_call())]
         await self.set_transport_ready(frame)
 
@@ -169,6 +182,15 @@ class VoxgateInputTransport(BaseInputTransport):
                     except ValueError:
                         pass  # not JSON: the text as it came
                 await self.broadcast_frame(InputTransportMessageFrame, message=payload)
+        except VoxgateError:
+            return  # the call broke: `_watch_call` reports it, once
+
+
+    async def _read_quality(self) -> None:
+        try:
+            async for quality in self._transport.call.qualities():
+                await self.push_frame(CallQualityFrame(quality=quality))
+                await self._transport._call_quality(quality)
         except VoxgateError:
             return  # the call broke: `_watch_call` reports it, once
 
@@ -235,7 +257,8 @@ class VoxgateOutputTransport(BaseOutputTransport):
 
 class VoxgateTransport(BaseTransport):
     """A Pipecat transport for one voxgate call. Events: `on_client_connected(transport, call)`,
-    `on_client_disconnected(transport, call)`, `on_playback_cleared(transport, cleared)`."""
+    `on_client_disconnected(transport, call)`, `on_playback_cleared(transport, cleared)`,
+    `on_call_quality(transport, quality)`."""
 
     def __init__(self, call: Call, params: TransportParams | None = None) -> None:
         super().__init__()
@@ -248,6 +271,7 @@ class VoxgateTransport(BaseTransport):
         self._register_event_handler("on_client_connected")
         self._register_event_handler("on_client_disconnected")
         self._register_event_handler("on_playback_cleared")
+        self._register_event_handler("on_call_quality")
 
     @property
     def params(self) -> VoxgateParams:
@@ -275,6 +299,9 @@ class VoxgateTransport(BaseTransport):
 
     async def _playback_cleared(self, cleared: Cleared) -> None:
         await self._call_event_handler("on_playback_cleared", cleared)
+
+    async def _call_quality(self, quality: Quality) -> None:
+        await self._call_event_handler("on_call_quality", quality)
 
 
 def _params_for(call: Call, params: TransportParams | None) -> VoxgateParams:

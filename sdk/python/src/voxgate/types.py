@@ -133,3 +133,62 @@ class Event:
     kind: EventKind
     reason: str = ""
     session_id: str = ""
+    #: ENDED only: the call's network quality as a whole (None if the call lasted under 5 s).
+    quality: QualitySummary | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DirectionQuality:
+    """One direction of the caller's network, from RTCP receiver reports. None: not measured
+    yet (no receiver report in this direction so far)."""
+
+    #: RFC 3550 interarrival jitter, ms.
+    jitter_ms: float | None = None
+    #: Fraction (0-1) lost in the last receiver report's interval (1-5 s).
+    loss_recent: float | None = None
+    #: Fraction (0-1) lost since the call began.
+    loss_total: float | None = None
+    packets_lost: int = 0
+    #: Packets received (uplink) or sent (downlink) so far.
+    packets: int = 0
+    #: ITU-T G.107 E-model MOS estimate, 1-4.5 (4.41 on a perfect network): the network's and
+    #: the codec's share of the call, not the backend's.
+    mos: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """The caller's network as the transceiver measured it (`Uplink.quality`, every 5 s while
+    the call is connected)."""
+
+    #: Milliseconds since the session was created.
+    at_ms: int = 0
+    #: Round-trip time from the client's receiver reports, ms.
+    rtt_ms: float | None = None
+    #: Caller -> transceiver (the receiver reports the transceiver sends).
+    uplink: DirectionQuality = DirectionQuality()
+    #: Transceiver -> caller (the receiver reports the client sends).
+    downlink: DirectionQuality = DirectionQuality()
+
+    @property
+    def mos(self) -> float | None:
+        """The lower of the two directions' MOS (None while neither is measured)."""
+        known = [m for m in (self.uplink.mos, self.downlink.mos) if m is not None]
+        return min(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class QualitySummary:
+    """The call's network quality as a whole (`SessionEvent.quality` with ENDED)."""
+
+    #: Quality samples taken (one per 5 s of the call).
+    samples: int = 0
+    rtt_ms_mean: float | None = None
+    rtt_ms_max: float | None = None
+    uplink_jitter_ms_max: float | None = None
+    downlink_jitter_ms_max: float | None = None
+    uplink_loss_total: float | None = None
+    downlink_loss_total: float | None = None
+    #: Mean and minimum over the samples of the lower of the two directions' MOS.
+    mos_mean: float | None = None
+    mos_min: float | None = None

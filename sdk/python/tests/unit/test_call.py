@@ -223,3 +223,42 @@ async def test_the_drop_oldest_queue_keeps_the_newest_and_counts_the_rest():
     assert not waiting.done()
     q.put("late")
     assert await asyncio.wait_for(waiting, 1.0) == "late"
+
+
+def quality(at_ms: int, mos: float = 4.4) -> pb.Uplink:
+    return pb.Uplink(quality=pb.Quality(at_ms=at_ms, rtt_ms=1.0,
+                                        uplink=pb.DirectionQuality(mos=mos)))
+
+
+async def test_quality_updates_reach_the_attribute_the_listeners_and_the_iterators():
+    call, transport = await attached()
+    assert call.quality is None and call.quality_summary is None
+    heard: list[int] = []
+    stop = call.on_quality(lambda q: heard.append(q.at_ms))
+    call.on_quality(lambda q: 1 / 0)  # a failing listener is logged, the others go on
+    updates = call.qualities()
+    transport.sink._on_uplink(quality(5000))
+    assert call.quality.at_ms == 5000 and call.quality.rtt_ms == 1.0
+    assert call.quality.uplink.mos == 4.4 and call.quality.downlink.mos is None
+    stop()
+    transport.sink._on_uplink(quality(10000, mos=3.9))
+    assert heard == [5000], "stopped listeners hear no more"
+    assert call.quality.at_ms == 10000
+    transport.sink._on_uplink(pb.Uplink(event=pb.SessionEvent(
+        kind=pb.SessionEvent.ENDED, reason="deleted", quality=pb.QualitySummary(
+            samples=2, mos_mean=4.15, mos_min=3.9))))
+    assert [q.at_ms async for q in updates] == [5000, 10000], "then it ends with the call"
+    assert call.quality_summary == voxgate.QualitySummary(samples=2, mos_mean=4.15, mos_min=3.9)
+    assert [q async for q in call.qualities()] == [], "an ended call has no more"
+
+
+async def test_a_call_without_a_quality_sample_has_no_summary_and_a_broken_one_raises():
+    call, transport = await attached()
+    transport.sink._on_uplink(event(pb.SessionEvent.ENDED, "deleted"))
+    assert call.quality_summary is None and call.quality is None
+    call, transport = await attached()
+    updates = call.qualities()
+    transport.sink._on_closed(voxgate.TransceiverGoneError("gone"))
+    with pytest.raises(voxgate.TransceiverGoneError, match="gone"):
+        async for _ in updates:
+            pass

@@ -132,3 +132,37 @@ def test_a_channel_closed_cleanly_carries_no_error_and_a_refusal_its_status():
     assert _channel_closed("s1", pb.ChannelClosed(code=0, message="released")) is None
     refused = _channel_closed("s1", pb.ChannelClosed(code=5, message="no such session"))
     assert isinstance(refused, voxgate.UnknownSessionError) and "session s1" in str(refused)
+
+
+def test_quality_keeps_every_field_and_an_unmeasured_value_is_none_not_zero():
+    q = _wire.quality(pb.Quality(
+        at_ms=5000, rtt_ms=0.0,
+        uplink=pb.DirectionQuality(jitter_ms=1.5, loss_recent=0.0, loss_total=0.01,
+                                   packets_lost=2, packets=250, mos=4.41),
+        downlink=pb.DirectionQuality(packets=240)))
+    assert q == voxgate.Quality(
+        at_ms=5000, rtt_ms=0.0,
+        uplink=voxgate.DirectionQuality(jitter_ms=1.5, loss_recent=0.0, loss_total=0.01,
+                                        packets_lost=2, packets=250, mos=4.41),
+        downlink=voxgate.DirectionQuality(packets=240))
+    assert q.rtt_ms == 0.0, "a measured 0 stays 0"
+    d = q.downlink
+    assert (d.jitter_ms, d.loss_recent, d.loss_total, d.mos) == (None, None, None, None)
+    assert q.mos == 4.41, "the lower measured direction"
+    empty = _wire.quality(pb.Quality())
+    assert empty.rtt_ms is None and empty.uplink == voxgate.DirectionQuality() and empty.mos is None
+    assert voxgate.Quality(uplink=voxgate.DirectionQuality(mos=4.0),
+                           downlink=voxgate.DirectionQuality(mos=3.2)).mos == 3.2
+
+
+def test_the_quality_summary_comes_with_ended_and_is_none_without_one():
+    ended = pb.SessionEvent(kind=pb.SessionEvent.ENDED, quality=pb.QualitySummary(
+        samples=3, rtt_ms_mean=1.0, rtt_ms_max=2.0, uplink_jitter_ms_max=3.0,
+        uplink_loss_total=0.0, mos_mean=4.4, mos_min=4.3))
+    assert _wire.quality_summary(ended) == voxgate.QualitySummary(
+        samples=3, rtt_ms_mean=1.0, rtt_ms_max=2.0, uplink_jitter_ms_max=3.0,
+        downlink_jitter_ms_max=None, uplink_loss_total=0.0, downlink_loss_total=None,
+        mos_mean=4.4, mos_min=4.3)
+    assert _wire.quality_summary(pb.SessionEvent(kind=pb.SessionEvent.ENDED)) is None
+    bare = _wire.quality_summary(pb.SessionEvent(quality=pb.QualitySummary(samples=1)))
+    assert bare.samples == 1 and bare.mos_mean is None and bare.rtt_ms_max is None
