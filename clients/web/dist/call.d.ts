@@ -29,6 +29,8 @@ export declare class Call extends Emitter<CallEvents> {
     private location;
     private timer;
     private readonly unhook;
+    /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
+    private hangingUp;
     /**
      * Where a resume on another transceiver (issue 38 item 3) plugs in: called when this
      * transceiver no longer has the session. Returning true means the call carries on.
@@ -53,7 +55,11 @@ export declare class Call extends Emitter<CallEvents> {
     mute(): void;
     unmute(): void;
     get muted(): boolean;
-    /** Ends the call: DELETE on the session, then closes the connection. */
+    /**
+     * Ends the call: DELETE on the session, then closes the connection. In that order: a
+     * connection closed first makes the server end the session itself, and the DELETE then
+     * finds none (a 404 the browser logs as an error).
+     */
     hangup(): Promise<void>;
     stats(): Promise<CallStats>;
     /** The server's JSON view of the session. */

@@ -334,6 +334,8 @@ var Call = class extends Emitter {
     this.location = "";
     this.timer = null;
     this.unhook = [];
+    /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
+    this.hangingUp = false;
     /**
      * Where a resume on another transceiver (issue 38 item 3) plugs in: called when this
      * transceiver no longer has the session. Returning true means the call carries on.
@@ -400,14 +402,22 @@ var Call = class extends Emitter {
   get muted() {
     return !!this.p.micStream && this.p.micStream.getAudioTracks().every((t) => !t.enabled);
   }
-  /** Ends the call: DELETE on the session, then closes the connection. */
+  /**
+   * Ends the call: DELETE on the session, then closes the connection. In that order: a
+   * connection closed first makes the server end the session itself, and the DELETE then
+   * finds none (a 404 the browser logs as an error).
+   */
   async hangup() {
     const location = this.location;
-    if (!this.finish("hangup") || !location) return;
-    try {
-      await this.p.signaling.hangup(location);
-    } catch {
+    if (this.ended()) return;
+    this.hangingUp = true;
+    if (location) {
+      try {
+        await this.p.signaling.hangup(location);
+      } catch {
+      }
     }
+    this.finish("hangup");
   }
   async stats() {
     const report = await this.p.pc.getStats();
@@ -560,7 +570,7 @@ var Call = class extends Emitter {
     }
     const m = parsed;
     if (m && typeof m === "object" && m.type === "session.ended") {
-      this.finish(typeof m.reason === "string" ? m.reason : "deleted");
+      this.finish(this.hangingUp ? "hangup" : typeof m.reason === "string" ? m.reason : "deleted");
       return;
     }
     this.emit("message", parsed);

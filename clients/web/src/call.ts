@@ -40,6 +40,8 @@ export class Call extends Emitter<CallEvents> {
   private location = "";
   private timer: ReturnType<typeof setTimeout> | null = null;
   private readonly unhook: Array<() => void> = [];
+  /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
+  private hangingUp = false;
   /**
    * Where a resume on another transceiver (issue 38 item 3) plugs in: called when this
    * transceiver no longer has the session. Returning true means the call carries on.
@@ -114,15 +116,23 @@ export class Call extends Emitter<CallEvents> {
     return !!this.p.micStream && this.p.micStream.getAudioTracks().every((t) => !t.enabled);
   }
 
-  /** Ends the call: DELETE on the session, then closes the connection. */
+  /**
+   * Ends the call: DELETE on the session, then closes the connection. In that order: a
+   * connection closed first makes the server end the session itself, and the DELETE then
+   * finds none (a 404 the browser logs as an error).
+   */
   async hangup(): Promise<void> {
     const location = this.location;
-    if (!this.finish("hangup") || !location) return;
-    try {
-      await this.p.signaling.hangup(location);
-    } catch {
-      // The call is over either way; the session expires on the server.
+    if (this.ended()) return;
+    this.hangingUp = true;
+    if (location) {
+      try {
+        await this.p.signaling.hangup(location);
+      } catch {
+        // The call is over either way; the session expires on the server.
+      }
     }
+    this.finish("hangup");
   }
 
   async stats(): Promise<CallStats> {
@@ -296,7 +306,8 @@ export class Call extends Emitter<CallEvents> {
     }
     const m = parsed as { type?: unknown; reason?: unknown } | null;
     if (m && typeof m === "object" && m.type === "session.ended") {
-      this.finish(typeof m.reason === "string" ? m.reason : "deleted");
+      // The server's goodbye to our own DELETE is still our hang-up.
+      this.finish(this.hangingUp ? "hangup" : typeof m.reason === "string" ? m.reason : "deleted");
       return;
     }
     this.emit("message", parsed);
