@@ -40,6 +40,8 @@
 pub mod client_session;
 pub mod downlink_audio;
 pub mod fleet;
+pub mod impaired_path;
+pub mod impaired_proxy;
 pub mod loss_injector;
 pub mod opus_codec;
 pub mod ports;
@@ -56,6 +58,8 @@ pub mod uplink_schedule;
 
 pub use client_session::ClientSession;
 pub use fleet::{ClientError, Fleet, SessionResource};
+pub use impaired_path::{ImpairedPath, Impairment};
+pub use impaired_proxy::{ImpairedProxy, ProxyCounts};
 pub use loss_injector::LossInjector;
 pub use session_config::{SessionConfig, DATA_CHANNEL_LABEL};
 pub use session_error::SessionError;

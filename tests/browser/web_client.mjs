@@ -4,7 +4,7 @@
 // transceiver/tests/web_client.rs. The page is the transceiver's own origin (its /healthz, so no
 // page script runs) and imports /voxgate.js from it, as an app would.
 //
-// Env: SIGNAL_URL (required), TOKEN (optional).
+// Env: SIGNAL_URL (required), TOKEN (optional), HARD_TIMEOUT_MS (optional, default 120000).
 // stdin, one JSON object per line:
 //   {"cmd":"connect","port":N?}  connect(); with `port`, every answer's UDP candidates are
 //                                rewritten to 127.0.0.1:port and its TCP candidates dropped (the
@@ -25,7 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
-const HARD_TIMEOUT_MS = 120_000;
+const HARD_TIMEOUT_MS = Number(process.env.HARD_TIMEOUT_MS) || 120_000;
 const signalUrl = (process.env.SIGNAL_URL || '').replace(/\/$/, '');
 if (!signalUrl) {
   process.stderr.write('web_client: SIGNAL_URL is required\n');

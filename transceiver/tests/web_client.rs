@@ -8,240 +8,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::backend::{tone, TestWorker};
-use support::{repo_root, ServerProcess};
+use support::web_client::{connected, WebClient};
+use support::ServerProcess;
 use voxgate_proto::bridge::{data_message, downlink, session_event, DataMessage};
-
-/// The browser client, driven one command at a time.
-struct WebClient {
-    child: Child,
-    stdin: ChildStdin,
-    events: Receiver<Value>,
-    /// Every event seen so far, in order (for failure messages).
-    seen: Vec<Value>,
-}
-
-impl WebClient {
-    fn start(server: &ServerProcess) -> WebClient {
-        let root = repo_root();
-        assert!(
-            root.join("tests/browser/node_modules/playwright-core/package.json")
-                .is_file(),
-            "tests/browser has no playwright-core: run scripts/setup first"
-        );
-        let mut child = Command::new("node")
-            .arg(root.join("tests/browser/web_client.mjs"))
-            .current_dir(root.join("tests/browser"))
-            .env("SIGNAL_URL", &server.signal_url)
-            .env_remove("TOKEN")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start node tests/browser/web_client.mjs");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let v = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| json!({"event":"raw","line":line}));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut client = WebClient {
-            child,
-            stdin,
-            events,
-            seen: Vec::new(),
-        };
-        client.wait("ready", Duration::from_secs(45));
-        client
-    }
-
-    /// Sends one command, waits until the page has run it and returns its result.
-    fn run(&mut self, cmd: Value, within: Duration) -> Value {
-        let name = cmd["cmd"].as_str().unwrap_or_default().to_owned();
-        writeln!(self.stdin, "{cmd}").expect("write command");
-        self.stdin.flush().expect("flush command");
-        let before = self.seen.len();
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let e = match self.events.recv_timeout(left) {
-                Ok(e) => e,
-                Err(e) => panic!("{name}: {e:?} within {within:?}; events: {:?}", self.seen),
-            };
-            self.seen.push(e.clone());
-            if e["cmd"] == name.as_str() && e["event"] == "error" {
-                panic!(
-                    "{name} failed in the page: {e}\nevents: {:?}",
-                    &self.seen[before..]
-                );
-            }
-            if e["cmd"] == name.as_str() && e["event"] == "done" {
-                return e["result"].clone();
-            }
-        }
-    }
-
-    /// The next event named `event` (earlier ones count too), or a panic after `within`.
-    fn wait(&mut self, event: &str, within: Duration) -> Value {
-        self.wait_for(within, |e| e["event"] == event)
-    }
-
-    fn wait_for(&mut self, within: Duration, want: impl Fn(&Value) -> bool) -> Value {
-        if let Some(e) = self.seen.iter().find(|e| want(e)) {
-            return e.clone();
-        }
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(e) => {
-                    self.seen.push(e.clone());
-                    if want(&e) {
-                        return e;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    panic!(
-                        "no matching event within {within:?}; events: {:?}",
-                        self.seen
-                    )
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!("the driver exited; events: {:?}", self.seen)
-                }
-            }
-        }
-    }
-
-    fn stats(&mut self) -> Value {
-        self.run(json!({"cmd": "stats"}), Duration::from_secs(10))
-    }
-}
-
-impl Drop for WebClient {
-    fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "{}", json!({"cmd": "quit"}));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A UDP proxy between the browser and one media port, which a test can cut. Like a NAT, each
-/// browser address gets an upstream socket of its own (Chromium checks from every address it
-/// has; one shared upstream would hand one candidate's answers to another), so the transceiver
-/// sees one caller address per browser candidate, all of them the proxy's.
-struct UdpProxy {
-    port: u16,
-    /// Browser addresses seen, with datagrams forwarded each way.
-    flows: Arc<std::sync::Mutex<Vec<(SocketAddr, u64, u64)>>>,
-    cut: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    forwarded: Arc<AtomicU64>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl UdpProxy {
-    fn start(upstream: SocketAddr) -> UdpProxy {
-        let front = UdpSocket::bind("127.0.0.1:0").expect("bind proxy");
-        front.set_nonblocking(true).expect("nonblocking");
-        let port = front.local_addr().expect("addr").port();
-        let (cut, stop, forwarded) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicU64::new(0)),
-        );
-        let seen: Arc<std::sync::Mutex<Vec<(SocketAddr, u64, u64)>>> = Arc::default();
-        let thread = {
-            let (cut, stop, forwarded) = (cut.clone(), stop.clone(), forwarded.clone());
-            let seen = seen.clone();
-            std::thread::spawn(move || {
-                let mut flows: Vec<(SocketAddr, UdpSocket)> = Vec::new();
-                let mut buf = [0u8; 2048];
-                while !stop.load(Ordering::Relaxed) {
-                    let mut idle = true;
-                    while let Ok((n, from)) = front.recv_from(&mut buf) {
-                        idle = false;
-                        if cut.load(Ordering::Relaxed) {
-                            continue;
-                        }
-                        let i = match flows.iter().position(|(a, _)| *a == from) {
-                            Some(i) => i,
-                            None => {
-                                let up = UdpSocket::bind("127.0.0.1:0").expect("bind upstream");
-                                up.connect(upstream).expect("connect upstream");
-                                up.set_nonblocking(true).expect("nonblocking");
-                                flows.push((from, up));
-                                seen.lock().unwrap().push((from, 0, 0));
-                                flows.len() - 1
-                            }
-                        };
-                        let _ = flows[i].1.send(&buf[..n]);
-                        seen.lock().unwrap()[i].1 += 1;
-                        forwarded.fetch_add(1, Ordering::Relaxed);
-                    }
-                    for (i, (browser, up)) in flows.iter().enumerate() {
-                        while let Ok(n) = up.recv(&mut buf) {
-                            idle = false;
-                            if !cut.load(Ordering::Relaxed) {
-                                let _ = front.send_to(&buf[..n], browser);
-                                seen.lock().unwrap()[i].2 += 1;
-                            }
-                        }
-                    }
-                    if idle {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
-            })
-        };
-        UdpProxy {
-            port,
-            flows: seen,
-            cut,
-            stop,
-            forwarded,
-            threads: vec![thread],
-        }
-    }
-}
-
-impl UdpProxy {
-    fn flows(&self) -> Vec<(SocketAddr, u64, u64)> {
-        self.flows.lock().unwrap().clone()
-    }
-}
-
-impl Drop for UdpProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
+use voxgate_testkit::ImpairedProxy;
 
 fn text(s: &str) -> downlink::Kind {
     downlink::Kind::Data(DataMessage {
@@ -280,21 +55,6 @@ fn uplink_rms_over(worker: &TestWorker, id: &str, settle: Duration, window: Dura
     std::thread::sleep(window);
     let pcm = worker.session(id).map(|l| l.pcm).unwrap_or_default();
     rms(&pcm[from.min(pcm.len())..])
-}
-
-fn connected(client: &mut WebClient, port: Option<u16>) -> String {
-    let cmd = match port {
-        Some(p) => json!({"cmd": "connect", "port": p}),
-        None => json!({"cmd": "connect"}),
-    };
-    client.run(cmd, Duration::from_secs(30));
-    let c = client.wait("connected", Duration::from_secs(1));
-    eprintln!("connected: {c}");
-    c["sessionId"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .expect("a session id")
-        .to_owned()
 }
 
 #[test]
@@ -420,11 +180,11 @@ fn chromium_web_client_restarts_ice_across_a_cut_path_and_keeps_its_session() {
     let server = ServerProcess::start(&["--loops", "1"]);
     let worker = TestWorker::start(&server.grpc_url, "web", 2, 48_000);
     let media: SocketAddr = ([127, 0, 0, 1], server.media_base_port).into();
-    let first = UdpProxy::start(media);
+    let first = ImpairedProxy::clean(media).expect("proxy");
     let mut client = WebClient::start(&server);
     let id = connected(&mut client, Some(first.port));
     assert!(
-        first.forwarded.load(Ordering::Relaxed) > 0,
+        first.counts().up_forwarded > 0,
         "media did not go through the proxy"
     );
     let session_url = server.url(&format!("/v1/sessions/{id}"));
@@ -440,7 +200,7 @@ fn chromium_web_client_restarts_ice_across_a_cut_path_and_keeps_its_session() {
         server_connected,
         "the transceiver never saw the call connected through the proxy; drops {drops:?}, \
          proxy flows {:?}",
-        first.flows()
+        first.counts()
     );
     assert!(
         wait_until(Duration::from_secs(10), || worker.attached().contains(&id)),
@@ -457,13 +217,13 @@ fn chromium_web_client_restarts_ice_across_a_cut_path_and_keeps_its_session() {
     assert_eq!(attaches(&worker), 1);
 
     // The path breaks; the next answer points at a second proxy (a new network).
-    let second = UdpProxy::start(media);
+    let second = ImpairedProxy::clean(media).expect("proxy");
     client.run(
         json!({"cmd": "port", "port": second.port}),
         Duration::from_secs(5),
     );
     let cut_at = Instant::now();
-    first.cut.store(true, Ordering::Relaxed);
+    first.set_cut(true);
     client.wait_for(Duration::from_secs(20), |e| {
         e["event"] == "state" && e["state"] == "reconnecting"
     });
@@ -472,7 +232,7 @@ fn chromium_web_client_restarts_ice_across_a_cut_path_and_keeps_its_session() {
     });
     eprintln!("cut → connected again in {:?}: {back}", cut_at.elapsed());
     assert!(
-        second.forwarded.load(Ordering::Relaxed) > 0,
+        second.counts().up_forwarded > 0,
         "the restarted path does not use the second proxy"
     );
 

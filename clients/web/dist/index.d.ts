@@ -7,7 +7,7 @@ export { DEFAULT_MIC, micConstraints } from "./mic";
 export { DEFAULT_RECONNECT, ReconnectPolicy, type ReconnectOptions, type Decision } from "./reconnect";
 export { Signaling, parseLinkIceServers, sessionIdOf, sessionsUrl } from "./signaling";
 export { CallStateMachine, type CallState, type EndReason } from "./state";
-export { summarise, type CallStats } from "./stats";
+export { summarise, type CallStats, type UplinkReport } from "./stats";
 export interface ConnectOptions {
     /** Bearer token for signaling. */
     token?: string;

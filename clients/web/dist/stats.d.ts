@@ -16,6 +16,21 @@ export interface CallStats {
         local: string | null;
         remote: string | null;
     } | null;
+    /**
+     * The uplink as the server sees it (`remote-inbound-rtp`, from its RTCP receiver reports):
+     * null until the first report. `rtt` is the RTCP round trip (LSR/DLSR), in seconds.
+     */
+    uplink: UplinkReport | null;
+}
+export interface UplinkReport {
+    /** Seconds, from the server's last receiver report. */
+    rtt: number | null;
+    /** Seconds: the interarrival jitter the server measured of our audio. */
+    jitter: number | null;
+    /** Packets of our audio the server has reported lost, since the call began. */
+    packetsLost: number;
+    /** Fraction lost in the server's last report interval, 0..1. */
+    fractionLost: number | null;
 }
 type Stat = Record<string, unknown> & {
     id: string;

@@ -290,7 +290,8 @@ function summarise(report) {
     totalAudioEnergy: 0,
     micLevel: null,
     jitterBufferDelayMs: null,
-    selectedPair: null
+    selectedPair: null,
+    uplink: null
   };
   let selected = null;
   for (const r of all) {
@@ -315,6 +316,13 @@ function summarise(report) {
       if (typeof r.jitter === "number") s.jitter = r.jitter;
       const emitted = num(r.jitterBufferEmittedCount);
       if (emitted > 0) s.jitterBufferDelayMs = num(r.jitterBufferDelay) / emitted * 1e3;
+    } else if (r.type === "remote-inbound-rtp" && kind === "audio") {
+      s.uplink = {
+        rtt: typeof r.roundTripTime === "number" ? r.roundTripTime : null,
+        jitter: typeof r.jitter === "number" ? r.jitter : null,
+        packetsLost: num(r.packetsLost),
+        fractionLost: typeof r.fractionLost === "number" ? r.fractionLost : null
+      };
     } else if (r.type === "media-source" && kind === "audio" && typeof r.audioLevel === "number") {
       s.micLevel = r.audioLevel;
     } else if (r.type === "candidate-pair" && (selected ? r.id === selected : r.nominated === true && r.state === "succeeded")) {

@@ -1,5 +1,6 @@
 // Summarises an RTCStatsReport into what an app shows or logs: audio both ways, the selected
-// candidate pair's RTT, jitter and loss. Pure: takes any iterable of stats dictionaries.
+// candidate pair's RTT, jitter and loss, and what the server's receiver reports say of the
+// microphone's audio. Pure: takes any iterable of stats dictionaries.
 
 export interface CallStats {
   packetsSent: number;
@@ -16,6 +17,22 @@ export interface CallStats {
   micLevel: number | null;
   jitterBufferDelayMs: number | null;
   selectedPair: { local: string | null; remote: string | null } | null;
+  /**
+   * The uplink as the server sees it (`remote-inbound-rtp`, from its RTCP receiver reports):
+   * null until the first report. `rtt` is the RTCP round trip (LSR/DLSR), in seconds.
+   */
+  uplink: UplinkReport | null;
+}
+
+export interface UplinkReport {
+  /** Seconds, from the server's last receiver report. */
+  rtt: number | null;
+  /** Seconds: the interarrival jitter the server measured of our audio. */
+  jitter: number | null;
+  /** Packets of our audio the server has reported lost, since the call began. */
+  packetsLost: number;
+  /** Fraction lost in the server's last report interval, 0..1. */
+  fractionLost: number | null;
 }
 
 type Stat = Record<string, unknown> & { id: string; type: string };
@@ -43,6 +60,7 @@ export function summarise(report: Iterable<Stat> | MapLike): CallStats {
     micLevel: null,
     jitterBufferDelayMs: null,
     selectedPair: null,
+    uplink: null,
   };
   let selected: string | null = null;
   for (const r of all) {
@@ -67,6 +85,13 @@ export function summarise(report: Iterable<Stat> | MapLike): CallStats {
       if (typeof r.jitter === "number") s.jitter = r.jitter;
       const emitted = num(r.jitterBufferEmittedCount);
       if (emitted > 0) s.jitterBufferDelayMs = (num(r.jitterBufferDelay) / emitted) * 1000;
+    } else if (r.type === "remote-inbound-rtp" && kind === "audio") {
+      s.uplink = {
+        rtt: typeof r.roundTripTime === "number" ? r.roundTripTime : null,
+        jitter: typeof r.jitter === "number" ? r.jitter : null,
+        packetsLost: num(r.packetsLost),
+        fractionLost: typeof r.fractionLost === "number" ? r.fractionLost : null,
+      };
     } else if (r.type === "media-source" && kind === "audio" && typeof r.audioLevel === "number") {
       s.micLevel = r.audioLevel;
     } else if (

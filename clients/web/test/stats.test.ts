@@ -28,6 +28,10 @@ describe("summarise", () => {
         id: "i", type: "inbound-rtp", kind: "audio", packetsReceived: 40, packetsLost: 2,
         jitter: 0.004, totalAudioEnergy: 0.5, jitterBufferDelay: 2, jitterBufferEmittedCount: 40,
       },
+      {
+        id: "ri", type: "remote-inbound-rtp", kind: "audio", roundTripTime: 0.081, jitter: 0.002,
+        packetsLost: 12, fractionLost: 0.1,
+      },
       { id: "P1", type: "candidate-pair", nominated: true, state: "succeeded", currentRoundTripTime: 9 },
       { id: "P2", type: "candidate-pair", currentRoundTripTime: 0.012, localCandidateId: "L", remoteCandidateId: "R" },
       { id: "L", type: "local-candidate", protocol: "udp", address: "10.0.0.2", port: 5000 },
@@ -42,6 +46,7 @@ describe("summarise", () => {
     expect(s.jitterBufferDelayMs).toBe(50);
     expect(s.rtt).toBe(0.012);
     expect(s.selectedPair).toEqual({ local: "udp 10.0.0.2:5000", remote: "udp 203.0.113.9:3478" });
+    expect(s.uplink).toEqual({ rtt: 0.081, jitter: 0.002, packetsLost: 12, fractionLost: 0.1 });
   });
 
   it("an empty report is zeros and nulls", () => {
@@ -49,6 +54,7 @@ describe("summarise", () => {
     expect(s.packetsSent).toBe(0);
     expect(s.rtt).toBeNull();
     expect(s.selectedPair).toBeNull();
+    expect(s.uplink).toBeNull();
   });
 });
 

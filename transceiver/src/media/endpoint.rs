@@ -528,6 +528,10 @@ impl LoopEndpoint {
         if let Some(q) = report.quality {
             self.counters.quality.observe(&quality_observation(&q));
         }
+        if report.rtcp_implausible.any() {
+            let counts = &report.rtcp_implausible.0;
+            self.counters.quality.implausible(counts);
+        }
         if let Some(talking) = report.started_talking {
             let event = LoopEvent::StartedTalking { id, talking };
             self.events.push_back(EndpointEvent::Loop(event));

@@ -39,6 +39,7 @@ pub mod loop_settings;
 pub mod quality;
 pub mod read_coalescing;
 pub mod receive_budget;
+pub mod rtcp_bounds;
 pub mod session;
 pub mod tcp_owners;
 pub mod tcp_server;

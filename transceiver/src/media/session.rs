@@ -13,11 +13,13 @@
 //! str0m is configured for it ([`rtc_config`]).
 
 mod path;
+mod report;
 mod rtc_config;
 mod snapshot;
 mod state;
 
 pub use path::{is_binding_success, Candidates, ClientPath, ClientPaths, Route, MAX_CLIENT_ADDRS};
+pub use report::SessionReport;
 pub use snapshot::{PathSnapshot, PathsShown, SessionCounters, SessionSnapshot};
 pub use state::{EndReason, OwnerLoss, SessionError, SessionId, SessionState};
 
@@ -28,12 +30,12 @@ use std::time::{Duration, Instant};
 use crate::media::arrival::RtpArrivals;
 use crate::media::audio_bridge::{
     AudioBridge, BridgeAction, BridgeError, CloseReason, CoarseTicks, EncoderSettings,
-    OwnerEndpoints, StartedTalking,
+    OwnerEndpoints,
 };
 use crate::media::check_budget::CheckBudget;
 use crate::media::demux::PeerKey;
-use crate::media::quality::{EgressReport, IngressReport, QualitySample, QualityTracker};
-use crate::metrics::{BridgeCounters, DropReason, HandoffHistogram};
+use crate::media::quality::{QualitySample, QualityTracker};
+use crate::metrics::{BridgeCounters, DropReason};
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
 use str0m::config::DtlsCert;
@@ -64,21 +66,6 @@ pub enum AttachError {
 pub struct LoopTicks {
     pub sessions: usize,
     pub coarse: CoarseTicks,
-}
-
-/// What a session's bridge did since the loop last asked ([`Session::take_report`]).
-#[derive(Debug, Default)]
-pub struct SessionReport {
-    /// Bridge counts since the last report, for the loop's metrics (O(1), no scan).
-    pub bridge: BridgeCounters,
-    /// Uplink hand-off latencies observed since the last report.
-    pub handoff: HandoffHistogram,
-    /// A PCM owner's backend played its first frame (once per owner).
-    pub started_talking: Option<StartedTalking>,
-    /// The owning backend was lost: how, and which owner (its `owner_id`).
-    pub owner_lost: Option<(OwnerLoss, u64)>,
-    /// A quality sample (every 5 s of a connected call), for the loop's histograms.
-    pub quality: Option<QualitySample>,
 }
 
 /// Everything needed to build a session's `Rtc`, decided by the control plane.
@@ -432,10 +419,10 @@ impl Session {
                 self.bridge.on_channel_data(label, d.binary, &d.data);
             }
             Event::MediaIngressStats(st) if Some(st.mid) == self.audio_mid => {
-                self.quality.on_ingress(now, IngressReport::from(&st))
+                self.quality.on_ingress_stats(now, &st)
             }
             Event::MediaEgressStats(st) if Some(st.mid) == self.audio_mid => {
-                self.quality.on_egress(now, EgressReport::from(&st))
+                self.quality.on_egress_stats(now, &st)
             }
             Event::Closed => self.end(now, EndReason::ClosedByPeer),
             _ => {}
@@ -496,6 +483,7 @@ impl Session {
             started_talking: self.bridge.take_started_talking(),
             owner_lost: self.owner_lost.take(),
             quality: self.quality_sample.take(),
+            rtcp_implausible: self.quality.take_implausible(),
         }
     }
 

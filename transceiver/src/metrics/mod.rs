@@ -27,7 +27,7 @@ pub use counts::{
 };
 pub use labels::{CodecKey, GrpcRefusal, MultiplexDrop, OfferStage, SchedulingClass};
 pub use loop_metrics::LoopMetrics;
-pub use quality_histograms::{QualityCounts, QualityObservation};
+pub use quality_histograms::{QualityCounts, QualityObservation, RtcpField};
 pub use registry::Metrics;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
@@ -31,6 +32,19 @@ pub struct QualityObservation {
     pub downlink_loss: Option<f64>,
     pub uplink_mos: Option<f64>,
     pub downlink_mos: Option<f64>,
+}
+
+/// A value of a caller's RTCP that `media::rtcp_bounds` found implausible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtcpField {
+    Rtt,
+    Jitter,
+    Lost,
+}
+
+impl RtcpField {
+    pub const COUNT: usize = 3;
+    const LABELS: [&'static str; Self::COUNT] = ["rtt", "jitter", "lost"];
 }
 
 /// A histogram counted in plain integers (no atomics), for one loop's pending counts.
@@ -57,9 +71,17 @@ pub struct QualityCounts {
     jitter: [PlainHistogram; 2],
     loss: [PlainHistogram; 2],
     mos: [PlainHistogram; 2],
+    implausible: [u64; RtcpField::COUNT],
 }
 
 impl QualityCounts {
+    /// Implausible values by field (indexed by [`RtcpField`]).
+    pub fn implausible(&mut self, by_field: &[u32; RtcpField::COUNT]) {
+        for (a, b) in self.implausible.iter_mut().zip(by_field) {
+            *a += u64::from(*b);
+        }
+    }
+
     pub fn observe(&mut self, o: &QualityObservation) {
         let put = |h: &mut PlainHistogram, bounds: &[f64], v: Option<f64>| {
             if let Some(v) = v.filter(|v| v.is_finite()) {
@@ -94,6 +116,12 @@ pub struct QualityHistograms {
     loss: [SharedHistogram; 2],
     mos: [SharedHistogram; 2],
     families: [DirectionFamily; 3],
+    implausible: [Counter; RtcpField::COUNT],
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FieldLabel {
+    field: &'static str,
 }
 
 impl QualityHistograms {
@@ -107,13 +135,21 @@ impl QualityHistograms {
         let of = |f: &DirectionFamily| {
             DIRECTIONS.map(|direction| f.get_or_create(&DirectionLabel { direction }).clone())
         };
+        let fields = Family::<FieldLabel, Counter>::default();
         let h = QualityHistograms {
             rtt: rtt.clone(),
             jitter: of(&families[0]),
             loss: of(&families[1]),
             mos: of(&families[2]),
             families,
+            implausible: RtcpField::LABELS
+                .map(|field| fields.get_or_create(&FieldLabel { field }).clone()),
         };
+        registry.register(
+            "rtcp_implausible",
+            "Values in callers' RTCP (and RTP timestamps) outside what a network can produce, dropped or clamped before they count as a call's quality, by field",
+            fields,
+        );
         registry.register(
             "call_rtt_seconds",
             "Calls' round-trip time from RTCP, one observation per call every 5 s",
@@ -147,6 +183,11 @@ impl QualityHistograms {
             self.jitter[i].add(&pending.jitter[i]);
             self.loss[i].add(&pending.loss[i]);
             self.mos[i].add(&pending.mos[i]);
+        }
+        for (c, n) in self.implausible.iter().zip(pending.implausible) {
+            if n > 0 {
+                c.inc_by(n);
+            }
         }
         *pending = QualityCounts::default();
     }

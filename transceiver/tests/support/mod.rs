@@ -9,6 +9,7 @@
 pub mod backend;
 pub mod probe;
 pub mod raw_tcp;
+pub mod web_client;
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};

@@ -176,6 +176,9 @@ pub struct RemoteIngressStats {
     pub maximum_sequence_number: SeqNo,
     /// The cumulative number of packets lost.
     pub packets_lost: u64,
+    /// Packets sent up to and including `maximum_sequence_number`: what `packets_lost` is out
+    /// of (the stream's first sequence number is random, so it cannot be derived from it).
+    pub packets_expected: u64,
 }
 
 /// Incoming media statistics in [`Event::MediaIngressStats`][crate::Event::MediaIngressStats].

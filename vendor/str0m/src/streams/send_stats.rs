@@ -36,7 +36,8 @@ pub(crate) struct StreamTxStats {
     ///
     /// The SeqNo is the extended max_seq of the reception report, extended
     /// using the last sent sequence number.
-    last_rr: Option<(SeqNo, ReceptionReport)>,
+    /// The last RR, its extended sequence number and the packets sent up to that number.
+    last_rr: Option<(SeqNo, ReceptionReport, u64)>,
 
     /// `None` if `rtx_ratio_cap` is `None`.
     pub bytes_transmitted: Option<ValueHistory<u64>>,
@@ -90,9 +91,12 @@ impl StreamTxStats {
         self.rtt = rtt;
 
         // The last_sent_seq_no should be in the vicinity of the rr.max_seq.
-        let ext_seq = extend_u32(Some(*last_sent_seq_no), r.max_seq).into();
+        let ext_seq: SeqNo = extend_u32(Some(*last_sent_seq_no), r.max_seq).into();
 
-        self.last_rr = Some((ext_seq, r));
+        // Every packet sent so far, less those sent after the one the report reaches.
+        let after = (*last_sent_seq_no).saturating_sub(*ext_seq);
+        let expected = self.packets.saturating_sub(after);
+        self.last_rr = Some((ext_seq, r, expected));
 
         self.losses
             .push((*ext_seq, r.fraction_lost as f32 / u8::MAX as f32));
@@ -137,10 +141,11 @@ impl StreamTxStats {
                 remote: self
                     .last_rr
                     .as_ref()
-                    .map(|(seq_no, rr)| RemoteIngressStats {
+                    .map(|(seq_no, rr, expected)| RemoteIngressStats {
                         jitter: rr.jitter,
                         maximum_sequence_number: *seq_no,
                         packets_lost: rr.packets_lost as u64,
+                        packets_expected: *expected,
                     }),
             },
         );
