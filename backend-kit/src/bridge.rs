@@ -78,15 +78,13 @@ impl Bridge {
         request
     }
 
-    /// A listen-only copy of `session_id`'s uplink (0 Hz: the session's own rate).
-    pub async fn tap(
-        &self,
-        session_id: &str,
-        sample_rate_hz: u32,
-    ) -> Result<Streaming<Uplink>, Status> {
+    /// A listen-only copy of `session_id`'s uplink (PCM at the owner's rate), and with
+    /// `downlink` of what is sent to the caller too (`SentAudio`, `Cleared`).
+    pub async fn tap(&self, session_id: &str, downlink: bool) -> Result<Streaming<Uplink>, Status> {
         let request = self.request(TapRequest {
             session_id: session_id.to_owned(),
-            sample_rate_hz,
+            downlink,
+            ..Default::default()
         });
         Ok(self.client().tap(request).await?.into_inner())
     }

@@ -104,7 +104,8 @@ pub async fn serve(mut call: Call, vad: VadConfig) {
                 dropped_ms = c.dropped_ms,
                 "barge-in: reply cut"
             ),
-            uplink::Kind::Data(_) | uplink::Kind::Opus(_) => {}
+            // `Sent` reaches downlink taps only, never an owner.
+            uplink::Kind::Data(_) | uplink::Kind::Opus(_) | uplink::Kind::Sent(_) => {}
         }
     }
 }

@@ -848,6 +848,7 @@ fn grpc_requires_the_bearer_token_when_configured() {
             .tap(TapRequest {
                 session_id: "0123456789abcdef0123456789abcdef".into(),
                 sample_rate_hz: 0,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -855,6 +856,7 @@ fn grpc_requires_the_bearer_token_when_configured() {
         let mut req = tonic::Request::new(TapRequest {
             session_id: "0123456789abcdef0123456789abcdef".into(),
             sample_rate_hz: 0,
+            ..Default::default()
         });
         req.metadata_mut()
             .insert("authorization", "Bearer s3cret".parse().unwrap());

@@ -38,6 +38,7 @@ async fn tap_code(client: &mut BridgeClient<Channel>, token: Option<&str>) -> to
     let req = TapRequest {
         session_id: SESSION.into(),
         sample_rate_hz: 0,
+        ..Default::default()
     };
     match client.tap(with_token(req, token)).await {
         Ok(_) => panic!("a tap of an unknown session must fail"),

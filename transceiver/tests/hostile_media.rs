@@ -336,6 +336,7 @@ fn taps_beyond_max_taps_are_refused_with_resource_exhausted() {
             let req = TapRequest {
                 session_id: id.clone(),
                 sample_rate_hz: 0,
+                ..Default::default()
             };
             match c.tap(req).await {
                 Ok(stream) => open.push(stream.into_inner()),
@@ -370,6 +371,7 @@ fn taps_beyond_max_taps_are_refused_with_resource_exhausted() {
             let req = TapRequest {
                 session_id: id.clone(),
                 sample_rate_hz: 0,
+                ..Default::default()
             };
             match c.tap(req).await {
                 Ok(s) => return Some(s),

@@ -317,6 +317,52 @@ async def test_tap_listens_without_owning_and_unknown_sessions_are_errors(
                 pass
 
 
+async def test_a_downlink_tap_hears_what_was_sent_after_the_clear_on_the_calls_clock(
+        transceiver, answered, token):
+    async with answered() as (caller, call):
+        items: list = []
+        started = asyncio.Event()
+
+        async def listen() -> None:
+            async for item in voxgate.tap(transceiver.grpc_target, call.session_id,
+                                          token=token, downlink=True):
+                items.append(item)
+                started.set()
+
+        listening = asyncio.create_task(listen())
+        await asyncio.wait_for(started.wait(), TIMEOUT)
+        caller.say(tone(440, 3.0, 48_000))
+        await call.play(tone(550, 3.0, RATE), item_id="reply")
+        await asyncio.sleep(0.6)
+        cleared = await call.clear()
+        await asyncio.sleep(0.5)  # nothing more is sent
+        assert await caller.delete() == 204
+        await asyncio.wait_for(listening, TIMEOUT)
+
+    first = items[0]
+    assert isinstance(first, voxgate.Event) and first.kind is voxgate.EventKind.CONNECTED, items[:3]
+    sent = [i for i in items if isinstance(i, voxgate.SentAudio)]
+    heard = [i for i in items if isinstance(i, voxgate.AudioFrame)]
+    clears = [i for i in items if isinstance(i, voxgate.Cleared)]
+    assert clears == [cleared], "the tap hears the owner's clear answer"
+    # Exactly what played before the clear, at the owner's rate, as one item.
+    assert len(sent) * 20 == cleared.item_played_ms, (len(sent), cleared)
+    assert 400 <= cleared.item_played_ms <= 1200 and cleared.dropped_ms > 1500, cleared
+    assert {(f.sample_rate, len(f.pcm), f.item_id) for f in sent} == {(RATE, RATE // 50 * 2, "reply")}
+    assert abs(dominant_hz(b"".join(f.pcm for f in sent), RATE) - 550) < 20
+    # One RTP tick per frame, on the same wall clock as the caller's frames.
+    ticks = {b.rtp_timestamp - a.rtp_timestamp for a, b in zip(sent, sent[1:])}
+    assert ticks == {960}, ticks
+    spacing = [b.sent_unix_micros - a.sent_unix_micros for a, b in zip(sent, sent[1:])]
+    assert 18_000 <= sorted(spacing)[len(spacing) // 2] <= 22_000, spacing
+    overlap = [f for f in heard if sent[0].sent_unix_micros <= f.arrival_unix_micros
+               <= sent[-1].sent_unix_micros]
+    assert len(overlap) >= len(sent) - 5, "the legs overlap in time: one clock"
+    assert first.at_unix_micros <= sent[0].sent_unix_micros, (first, sent[0])
+    ended = items[-1]
+    assert ended.kind is voxgate.EventKind.ENDED and ended.at_unix_micros > sent[-1].sent_unix_micros
+
+
 async def test_wrong_token_is_an_auth_error_that_names_no_secret(transceiver, token):
     worker = voxgate.Worker(transceiver.grpc_target, token="not-the-token", worker_id="bad")
     try:

@@ -295,8 +295,12 @@ impl Bridge for BridgeService {
         let req = request.into_inner();
         let id = parse_session_id(&req.session_id)?;
         let (tx, rx) = mpsc::channel(UPLINK_QUEUE);
-        self.control.tap(id, tx).await.map_err(attach_status)?;
-        tracing::info!(session = %id, "tap attached");
+        let downlink = req.downlink;
+        self.control
+            .tap(id, tx, downlink)
+            .await
+            .map_err(attach_status)?;
+        tracing::info!(session = %id, downlink, "tap attached");
         Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
     }
 }

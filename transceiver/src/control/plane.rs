@@ -537,16 +537,24 @@ impl ControlPlane {
         rx.await.unwrap_or(Err(AttachError::NotFound))
     }
 
-    /// Adds a listen-only subscriber to session `id`'s uplink.
+    /// Adds a listen-only subscriber to session `id`'s uplink (`downlink`: and to what is
+    /// sent to the caller).
     pub async fn tap(
         &self,
         id: SessionId,
         tap: mpsc::Sender<voxgate_proto::bridge::Uplink>,
+        downlink: bool,
     ) -> Result<(), AttachError> {
         let loop_index = self.registry.loop_of(id).ok_or(AttachError::NotFound)?;
         let (reply, rx) = oneshot::channel();
+        let command = Command::Tap {
+            id,
+            tap,
+            downlink,
+            reply,
+        };
         self.loops[loop_index]
-            .send(Command::Tap { id, tap, reply })
+            .send(command)
             .map_err(|_| AttachError::NotFound)?;
         rx.await.unwrap_or(Err(AttachError::NotFound))
     }

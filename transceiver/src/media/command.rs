@@ -39,10 +39,12 @@ pub enum Command {
         endpoints: OwnerEndpoints,
         reply: oneshot::Sender<Result<(), AttachError>>,
     },
-    /// Add a listen-only subscriber to the session's uplink.
+    /// Add a listen-only subscriber to the session's uplink (`downlink`: and to what is sent
+    /// to the caller).
     Tap {
         id: SessionId,
         tap: tokio::sync::mpsc::Sender<Uplink>,
+        downlink: bool,
         reply: oneshot::Sender<Result<(), AttachError>>,
     },
     /// End a session (e.g. no backend would take it).

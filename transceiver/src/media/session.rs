@@ -407,7 +407,7 @@ impl Session {
                 if self.channel_labels.len() < 16 {
                     self.channel_labels.push((id, label));
                 }
-                self.bridge.on_channel_open();
+                self.bridge.on_channel_open(now);
             }
             Event::ChannelData(d) => {
                 self.counters.channel_messages_in += 1;
@@ -447,7 +447,7 @@ impl Session {
         self.end_reason = Some(reason);
         let summary = Some(self.quality.summary()).filter(|s| s.samples > 0);
         let summary = summary.map(|s| s.to_proto());
-        self.bridge.on_ended(reason.as_str(), summary);
+        self.bridge.on_ended(now, reason.as_str(), summary);
         match reason {
             // The peer is gone or broken: nothing to say goodbye to.
             EndReason::IceDisconnected
@@ -509,17 +509,18 @@ impl Session {
         Ok(())
     }
 
-    /// Adds a listen-only subscriber to the session's uplink, unless the session already has
-    /// `max_taps` live ones.
+    /// Adds a listen-only subscriber to the session's uplink (`downlink`: and to what is sent
+    /// to the caller), unless the session already has `max_taps` live ones.
     pub fn add_tap(
         &mut self,
         tap: tokio::sync::mpsc::Sender<voxgate_proto::bridge::Uplink>,
+        downlink: bool,
         max_taps: usize,
     ) -> Result<(), AttachError> {
         if self.bridge.live_tap_count() >= max_taps {
             return Err(AttachError::TooManyTaps(max_taps));
         }
-        self.bridge.add_tap(tap)?;
+        self.bridge.add_tap(tap, downlink)?;
         Ok(())
     }
 

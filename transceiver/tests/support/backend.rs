@@ -480,7 +480,7 @@ impl TestTap {
             let session_id = session_id.to_string();
             rt.spawn(async move {
                 let bridge = connect(&url).await;
-                let mut up = bridge.tap(&session_id, 0).await.expect("Tap call");
+                let mut up = bridge.tap(&session_id, false).await.expect("Tap call");
                 let _ = ok_tx.send(());
                 while let Ok(Some(m)) = up.message().await {
                     if let Some(uplink::Kind::Audio(f)) = m.kind {

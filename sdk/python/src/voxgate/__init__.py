@@ -37,6 +37,7 @@ from voxgate.types import (
     Quality,
     QualitySummary,
     SampleRate,
+    SentAudio,
 )
 from voxgate.worker import OPUS_PASSTHROUGH, PCM, Worker
 
@@ -44,6 +45,6 @@ __all__ = [
     "AudioFrame", "AudioMode", "AuthError", "Call", "CallEndedError", "CallState", "Cleared",
     "DataChannelNotOpenError", "DirectionQuality", "Event", "EventKind", "Message",
     "MessageTooLargeError", "OPUS_PASSTHROUGH", "OpusApplication", "OpusFrame", "PCM", "Progress",
-    "Quality", "QualitySummary", "SampleRate", "SessionOwnedError", "TaskSet",
+    "Quality", "QualitySummary", "SampleRate", "SentAudio", "SessionOwnedError", "TaskSet",
     "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
 ]

@@ -17,6 +17,7 @@ from voxgate.types import (
     Progress,
     Quality,
     QualitySummary,
+    SentAudio,
 )
 
 _APPLICATIONS = {
@@ -85,6 +86,11 @@ def audio_frame(a: pb.AudioFrame) -> AudioFrame:
     return AudioFrame(pcm=a.pcm, sequence=a.sequence, concealed=a.concealed,
                       sample_rate=a.sample_rate_hz, rtp_timestamp=a.rtp_timestamp,
                       arrival_unix_micros=a.arrival_unix_micros)
+
+
+def sent_audio(s: pb.SentAudio) -> SentAudio:
+    return SentAudio(pcm=s.pcm, sample_rate=s.sample_rate_hz, rtp_timestamp=s.rtp_timestamp,
+                     sent_unix_micros=s.sent_unix_micros, item_id=s.item_id, opus=s.opus)
 
 
 def opus_frame(o: pb.OpusPacket) -> OpusFrame:

@@ -98,6 +98,26 @@ class OpusFrame:
 
 
 @dataclass(frozen=True, slots=True)
+class SentAudio:
+    """20 ms of audio as the transceiver sent it to the caller (a `tap(downlink=True)` only):
+    after clears and pacing, what the caller's player received."""
+
+    #: PCM16 little-endian mono at `sample_rate` (a PCM owner); empty for a passthrough owner.
+    pcm: bytes
+    sample_rate: int
+    #: RTP timestamp (48 kHz); it advances 960 per 20 ms tick even when nothing is sent, so a
+    #: gap between two frames' timestamps is the silence between them.
+    rtp_timestamp: int
+    #: When it left for the caller (wall clock, µs since the epoch; the clock of
+    #: `AudioFrame.arrival_unix_micros`, so the two legs line up).
+    sent_unix_micros: int
+    #: The backend item it belongs to ("" if none).
+    item_id: str = ""
+    #: The Opus packet as sent (a passthrough owner); empty for a PCM owner.
+    opus: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """A data-channel message: `text` or `binary` is set."""
 
@@ -135,6 +155,9 @@ class Event:
     session_id: str = ""
     #: ENDED only: the call's network quality as a whole (None if the call lasted under 5 s).
     quality: QualitySummary | None = None
+    #: When it happened at the transceiver (wall clock, µs since the epoch; 0 from a transceiver
+    #: that does not say). A CONNECTED told to a late tap keeps its own time.
+    at_unix_micros: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,15 +4,18 @@
 //! Backend messages are drained once per tick from the owner's bounded channel; PCM is queued,
 //! cut into 20 ms frames and Opus-encoded one per tick into a reusable buffer; an empty queue
 //! sends nothing. Ticks fall on the session's shared 20 ms grid (see `tick_grid`). What the
-//! owner must hear (clear answers, progress) goes through the bridge's [`Outbox`].
+//! owner must hear (clear answers, progress) goes through the bridge's [`Outbox`], and so does
+//! each frame sent, for the taps that asked for the downlink (a call recorder).
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
 use voxgate_proto::bridge::{
-    downlink, uplink, AudioMode, Cleared, DataMessage, Downlink, PlaybackProgress, Uplink,
+    downlink, uplink, AudioMode, Cleared, DataMessage, Downlink, PlaybackProgress, SentAudio,
+    Uplink,
 };
 
 use super::codec::{BridgeError, EncoderChoice, EncoderSettings, StartedTalking};
@@ -21,6 +24,7 @@ use super::opus_queue::{OpusQueue, MAX_QUEUED_DOWNLINK};
 use super::outbox::Outbox;
 use super::pending_clears::PendingClears;
 use super::tick_grid::{CoarseTicks, TickGrid};
+use super::wall_clock::WallClock;
 use crate::metrics::BridgeCounters;
 
 /// Something the session must do with its `Rtc` on behalf of the backend.
@@ -90,10 +94,12 @@ pub struct DownlinkPacer {
     counters: BridgeCounters,
     /// Set by the owner's first encoded frame, until the loop takes it.
     started_talking: Option<StartedTalking>,
+    /// Stamps the frames downlink taps hear.
+    clock: WallClock,
 }
 
 impl DownlinkPacer {
-    pub fn new(session_id: &str, encoder_settings: EncoderSettings) -> Self {
+    pub fn new(session_id: &str, encoder_settings: EncoderSettings, clock: WallClock) -> Self {
         DownlinkPacer {
             owner: None,
             rate: 48_000,
@@ -114,6 +120,7 @@ impl DownlinkPacer {
             tick_grid: TickGrid::for_session(session_id),
             counters: BridgeCounters::default(),
             started_talking: None,
+            clock,
         }
     }
 
@@ -312,7 +319,7 @@ impl DownlinkPacer {
                 item_played_ms: ms(item_played, self.rate),
             })),
         };
-        out.send_owner(msg);
+        out.send_owner_and_downlink_taps(msg);
     }
 
     /// The 20 ms downlink tick: returns the next Opus packet to send as RTP (with its RTP
@@ -333,11 +340,11 @@ impl DownlinkPacer {
         self.next_tick = Some(next);
         let ts = self.out_rtp_ts;
         self.out_rtp_ts = self.out_rtp_ts.wrapping_add(RTP_TICKS_PER_FRAME);
-        let owner = self.owner.as_ref()?;
+        let passthrough = self.owner.as_ref()?.passthrough;
         if !connected {
             return None;
         }
-        let len = if owner.passthrough {
+        let len = if passthrough {
             let n = self
                 .down_opus
                 .pop_into(scratch(&mut self.encode_buf, MAX_OPUS_PACKET))?;
@@ -347,7 +354,44 @@ impl DownlinkPacer {
             self.encode_frame(out)?
         };
         self.counters.downlink_frames += 1;
+        if out.has_downlink_taps() {
+            self.tell_downlink_taps(now, ts, len, passthrough, out);
+        }
         Some((&self.encode_buf[..len], ts))
+    }
+
+    /// The frame just sent, for the downlink taps: the PCM that was encoded, or a passthrough
+    /// owner's packet as it went out. Built only while such a tap listens.
+    fn tell_downlink_taps(
+        &self,
+        now: Instant,
+        ts: u32,
+        len: usize,
+        passthrough: bool,
+        out: &mut Outbox,
+    ) {
+        let (rate, pcm, opus) = if passthrough {
+            let packet = Bytes::copy_from_slice(&self.encode_buf[..len]);
+            (48_000, Bytes::new(), packet)
+        } else {
+            let frame = &self.frame_buf[..frame_samples(self.rate)];
+            let mut pcm = BytesMut::with_capacity(frame.len() * 2);
+            for s in frame {
+                pcm.put_i16_le(*s);
+            }
+            (self.rate, pcm.freeze(), Bytes::new())
+        };
+        let item_id = self.current_item.as_ref().map(|(id, _)| id.clone());
+        out.send_downlink_taps(Uplink {
+            kind: Some(uplink::Kind::Sent(SentAudio {
+                sent_unix_micros: self.clock.unix_micros(now),
+                rtp_timestamp: ts,
+                sample_rate_hz: rate,
+                pcm,
+                opus,
+                item_id: item_id.unwrap_or_default(),
+            })),
+        });
     }
 
     /// Encodes the next 20 ms of queued PCM (a short tail padded with silence rather than held

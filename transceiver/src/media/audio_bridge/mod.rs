@@ -25,6 +25,7 @@ mod owner_uplink;
 mod pending_clears;
 mod tick_grid;
 mod uplink_decoder;
+mod wall_clock;
 
 pub use codec::{
     valid_sample_rate, BridgeError, EncoderChoice, EncoderSettings, OpusApplication, StartedTalking,
@@ -41,6 +42,7 @@ pub use owner_uplink::{
 pub use pending_clears::PendingClears;
 pub use tick_grid::{CoarseTicks, TickGrid};
 use uplink_decoder::UplinkDecoder;
+use wall_clock::WallClock;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -77,21 +79,26 @@ pub struct AudioBridge {
     out: Outbox,
     /// `owner_id` of the latest owner (kept after it is dropped, for the loss report).
     last_owner_id: u64,
-    connected: bool,
-    /// The caller's data channel is open (replayed to an owner that attaches later).
-    channel_open: bool,
+    /// When media started flowing, and when the caller's data channel opened (wall clock, µs):
+    /// told at once, with these times, to an owner or tap that comes later.
+    connected_at: Option<i64>,
+    channel_open_at: Option<i64>,
+    /// The time base of every stamp the backends get (see `wall_clock`).
+    clock: WallClock,
 }
 
 impl AudioBridge {
     pub fn new(session_id: String, encoder_settings: EncoderSettings) -> Self {
+        let clock = WallClock::now();
         AudioBridge {
-            downlink: DownlinkPacer::new(&session_id, encoder_settings),
-            uplink: UplinkDecoder::default(),
+            downlink: DownlinkPacer::new(&session_id, encoder_settings, clock),
+            uplink: UplinkDecoder::new(clock),
             out: Outbox::default(),
             session_id,
             last_owner_id: 0,
-            connected: false,
-            channel_open: false,
+            connected_at: None,
+            channel_open_at: None,
+            clock,
         }
     }
 
@@ -178,30 +185,47 @@ impl AudioBridge {
         );
         self.out.attach(endpoints.uplink, endpoints.stall_after);
         self.last_owner_id = endpoints.owner_id;
-        let attached = event(
-            session_event::Kind::Attached,
-            "",
-            &self.session_id,
-            metadata,
-        );
+        let at = self.clock.unix_micros(now);
+        let attached = event(session_event::Kind::Attached, "", self.id(at), metadata);
         self.out.send_owner(attached);
-        // What happened before this owner attached, in the order it happened.
-        let past = [
-            (self.connected, session_event::Kind::Connected),
-            (self.channel_open, session_event::Kind::DataChannelOpen),
-        ];
-        for (_, kind) in past.into_iter().filter(|(happened, _)| *happened) {
-            let ev = event(kind, "", &self.session_id, &HashMap::new());
+        for ev in self.past_events().into_iter().flatten() {
             self.out.send_owner(ev);
         }
         self.uplink.replay_held(&mut self.out);
         Ok(())
     }
 
-    pub fn add_tap(&mut self, tap: mpsc::Sender<Uplink>) -> Result<(), BridgeError> {
+    /// The events that happened already, in the order they happened, with their own times:
+    /// what a newcomer (owner or tap) is told first.
+    fn past_events(&self) -> [Option<Uplink>; 2] {
+        let past = [
+            (self.connected_at, session_event::Kind::Connected),
+            (self.channel_open_at, session_event::Kind::DataChannelOpen),
+        ];
+        past.map(|(at, kind)| at.map(|at| event(kind, "", self.id(at), &HashMap::new())))
+    }
+
+    /// A listen-only subscriber (`downlink`: it also hears what is sent to the caller). It is
+    /// told the past events first; its queue is new, so they fit.
+    pub fn add_tap(
+        &mut self,
+        tap: mpsc::Sender<Uplink>,
+        downlink: bool,
+    ) -> Result<(), BridgeError> {
         self.uplink.ensure_decoder()?;
-        self.out.add_tap(tap);
+        for ev in self.past_events().into_iter().flatten() {
+            let _ = owner_uplink::offer_bounded(&tap, ev);
+        }
+        self.out.add_tap(tap, downlink);
         Ok(())
+    }
+
+    /// The session id with an event time, for [`event`].
+    fn id(&self, at: i64) -> EventOf<'_> {
+        EventOf {
+            session_id: &self.session_id,
+            at,
+        }
     }
 
     /// Checked on each tick: an owner whose uplink queue has stayed full (of audio) for its
@@ -226,21 +250,23 @@ impl AudioBridge {
 
     /// Media is flowing: tell subscribers and start the downlink clock.
     pub fn on_connected(&mut self, now: Instant) {
-        self.connected = true;
+        let at = self.clock.unix_micros(now);
+        self.connected_at = Some(at);
         let ev = event(
             session_event::Kind::Connected,
             "",
-            &self.session_id,
+            self.id(at),
             &HashMap::new(),
         );
         self.out.broadcast(ev);
         self.downlink.on_connected(now);
     }
 
-    pub fn on_channel_open(&mut self) {
-        self.channel_open = true;
+    pub fn on_channel_open(&mut self, now: Instant) {
+        let at = self.clock.unix_micros(now);
+        self.channel_open_at = Some(at);
         let kind = session_event::Kind::DataChannelOpen;
-        let ev = event(kind, "", &self.session_id, &HashMap::new());
+        let ev = event(kind, "", self.id(at), &HashMap::new());
         self.out.broadcast(ev);
     }
 
@@ -253,13 +279,10 @@ impl AudioBridge {
 
     /// The session ended: a last event to everyone (with the call's quality as a whole), then
     /// the channels close.
-    pub fn on_ended(&mut self, reason: &str, quality: Option<QualitySummary>) {
-        let mut ev = event(
-            session_event::Kind::Ended,
-            reason,
-            &self.session_id,
-            &HashMap::new(),
-        );
+    pub fn on_ended(&mut self, now: Instant, reason: &str, quality: Option<QualitySummary>) {
+        let at = self.clock.unix_micros(now);
+        let kind = session_event::Kind::Ended;
+        let mut ev = event(kind, reason, self.id(at), &HashMap::new());
         if let Some(uplink::Kind::Event(e)) = &mut ev.kind {
             e.quality = quality.map(Box::new);
         }
@@ -303,23 +326,31 @@ impl AudioBridge {
     /// The 20 ms downlink tick: returns the next Opus packet to send as RTP (with its RTP
     /// timestamp), or `None` when nothing is queued. Call at `next_tick()`.
     pub fn tick(&mut self, now: Instant) -> Option<(&[u8], u32)> {
-        self.downlink.tick(now, self.connected, &mut self.out)
+        let connected = self.connected_at.is_some();
+        self.downlink.tick(now, connected, &mut self.out)
     }
+}
+
+/// Whose event and when (wall clock, µs).
+struct EventOf<'a> {
+    session_id: &'a str,
+    at: i64,
 }
 
 fn event(
     kind: session_event::Kind,
     reason: &str,
-    session_id: &str,
+    of: EventOf<'_>,
     metadata: &HashMap<String, String>,
 ) -> Uplink {
     Uplink {
         kind: Some(uplink::Kind::Event(SessionEvent {
             kind: kind as i32,
             reason: reason.to_string(),
-            session_id: session_id.to_string(),
+            session_id: of.session_id.to_string(),
             metadata: metadata.clone(),
             quality: None,
+            at_unix_micros: of.at,
         })),
     }
 }
@@ -466,7 +497,7 @@ mod tests {
         b.downlink.send_progress(&mut b.out);
         assert_eq!(b.counters().uplink_dropped, 35);
         // What must not be lost still gets in: an event, the caller's text, a clear's answer.
-        b.on_channel_open();
+        b.on_channel_open(now);
         b.on_channel_data("chat", false, b"stop talking");
         down_tx
             .try_send(Downlink {
@@ -811,6 +842,144 @@ mod tests {
         }
     }
 
+    fn chunk(samples: usize, value: i16, item: &str) -> Downlink {
+        let pcm: Vec<u8> = (0..samples).flat_map(|_| value.to_le_bytes()).collect();
+        Downlink {
+            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                pcm: pcm.into(),
+                item_id: item.into(),
+            })),
+        }
+    }
+
+    #[test]
+    fn a_downlink_tap_hears_each_frame_sent_with_its_time_and_the_clear_and_others_do_not() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (ep, mut up, down) = owner(16_000);
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        b.on_connected(t0);
+        // A recorder (downlink) and a listener (uplink only), both after the connect.
+        let (rec_tx, mut rec) = mpsc::channel(64);
+        let (lis_tx, mut lis) = mpsc::channel(64);
+        b.add_tap(rec_tx, true).unwrap();
+        b.add_tap(lis_tx, false).unwrap();
+        // 50 ms of the backend's audio (two frames and a padded tail), then silence, then a
+        // clear of a second item while it plays.
+        down.try_send(chunk(800, 1000, "a")).unwrap();
+        let mut sent = Vec::new();
+        for _ in 0..6 {
+            let t = b.next_tick().unwrap();
+            while b.poll_downlink().is_some() {}
+            if let Some((_, ts)) = b.tick(t) {
+                sent.push((t, ts));
+            }
+        }
+        down.try_send(chunk(16_000, -500, "b")).unwrap();
+        for _ in 0..2 {
+            let t = b.next_tick().unwrap();
+            while b.poll_downlink().is_some() {}
+            sent.extend(b.tick(t).map(|(_, ts)| (t, ts)));
+        }
+        down.try_send(Downlink {
+            kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
+        })
+        .unwrap();
+        let t = b.next_tick().unwrap();
+        while b.poll_downlink().is_some() {}
+        assert!(b.tick(t).is_none());
+        assert_eq!(sent.len(), 5, "three frames of a, two of b");
+
+        let got: Vec<Uplink> = std::iter::from_fn(|| rec.try_recv().ok()).collect();
+        let connected_at = match &got[0].kind {
+            Some(uplink::Kind::Event(e)) => {
+                assert_eq!(e.kind(), session_event::Kind::Connected, "told first");
+                e.at_unix_micros
+            }
+            other => panic!("{other:?}"),
+        };
+        let frames: Vec<&voxgate_proto::bridge::SentAudio> = got
+            .iter()
+            .filter_map(|m| match &m.kind {
+                Some(uplink::Kind::Sent(f)) => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(frames.len(), 5);
+        let clock = b.clock;
+        for (f, (t, ts)) in frames.iter().zip(&sent) {
+            assert_eq!(f.rtp_timestamp, *ts);
+            assert_eq!(f.sent_unix_micros, clock.unix_micros(*t));
+            assert_eq!((f.sample_rate_hz, f.pcm.len()), (16_000, 640));
+            assert!(f.opus.is_empty());
+        }
+        // The connect happened at t0, before any tick: its time is its own, not the tap's.
+        assert_eq!(connected_at, clock.unix_micros(t0));
+        let items: Vec<&str> = frames.iter().map(|f| f.item_id.as_str()).collect();
+        assert_eq!(items, ["a", "a", "a", "b", "b"]);
+        let first = i16::from_le_bytes([frames[0].pcm[0], frames[0].pcm[1]]);
+        let tail = &frames[2].pcm;
+        assert_eq!(first, 1000, "the PCM that was encoded");
+        assert_eq!(&tail[tail.len() - 2..], &[0, 0], "the padded tail as sent");
+        // Silence between a and b: the RTP clock ran on (3 ticks of nothing).
+        assert_eq!(frames[3].rtp_timestamp - frames[2].rtp_timestamp, 4 * 960);
+        let cleared = got.iter().find_map(|m| match &m.kind {
+            Some(uplink::Kind::Cleared(c)) => Some(c.clone()),
+            _ => None,
+        });
+        let cleared = cleared.expect("the recorder hears the clear");
+        assert_eq!((cleared.item_id.as_str(), cleared.item_played_ms), ("b", 40));
+        // The owner heard the same clear; the uplink-only tap none of the downlink.
+        assert!(std::iter::from_fn(|| up.try_recv().ok())
+            .any(|m| matches!(m.kind, Some(uplink::Kind::Cleared(_)))));
+        let heard: Vec<Uplink> = std::iter::from_fn(|| lis.try_recv().ok()).collect();
+        assert_eq!(heard.len(), 1, "{heard:?}");
+        assert!(matches!(heard[0].kind, Some(uplink::Kind::Event(_))));
+        assert_eq!(b.counters().tap_dropped, 0);
+    }
+
+    #[test]
+    fn a_passthrough_owners_packets_reach_a_downlink_tap_as_sent_and_a_full_tap_costs_frames() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (mut ep, _up, down) = owner(48_000);
+        ep.mode = AudioMode::OpusPassthrough;
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        b.on_connected(t0);
+        let (rec_tx, mut rec) = mpsc::channel(3);
+        b.add_tap(rec_tx, true).unwrap();
+        let packets = opus_frames(4);
+        for p in &packets {
+            let msg = voxgate_proto::bridge::OpusPacket {
+                data: p.clone().into(),
+                ..Default::default()
+            };
+            down.try_send(Downlink {
+                kind: Some(downlink::Kind::Opus(msg)),
+            })
+            .unwrap();
+        }
+        for _ in 0..4 {
+            let t = b.next_tick().unwrap();
+            while b.poll_downlink().is_some() {}
+            assert!(b.tick(t).is_some());
+        }
+        let got: Vec<Uplink> = std::iter::from_fn(|| rec.try_recv().ok()).collect();
+        let sent: Vec<_> = got
+            .iter()
+            .filter_map(|m| match &m.kind {
+                Some(uplink::Kind::Sent(f)) => Some(f),
+                _ => None,
+            })
+            .collect();
+        // CONNECTED took one of the three slots; two frames fit, two were dropped.
+        assert_eq!(sent.len(), 2);
+        assert_eq!(sent[0].opus.as_ref(), packets[0].as_slice());
+        assert!(sent[0].pcm.is_empty());
+        assert_eq!(sent[0].sample_rate_hz, 48_000);
+        assert_eq!(b.counters().tap_dropped, 2);
+    }
+
     fn text(s: &str) -> Vec<u8> {
         s.as_bytes().to_vec()
     }
@@ -835,7 +1004,7 @@ mod tests {
         let t0 = Instant::now();
         let mut b = AudioBridge::new("s".into(), SETTINGS);
         b.on_connected(t0);
-        b.on_channel_open();
+        b.on_channel_open(t0);
         let packets = opus_frames(5);
         b.on_audio_packet(t0, 10, 0, packets[0].clone());
         b.on_channel_data("chat", false, &text("hello bot"));
@@ -934,7 +1103,7 @@ mod tests {
         let t0 = Instant::now();
         let mut b = AudioBridge::new("s".into(), SETTINGS);
         let (tap_tx, mut tap) = mpsc::channel(64);
-        b.add_tap(tap_tx).unwrap();
+        b.add_tap(tap_tx, false).unwrap();
         for (i, p) in opus_frames(3).iter().enumerate() {
             b.on_audio_packet(t0, i as u64, 960 * i as u32, p.clone());
         }

@@ -1,6 +1,7 @@
 //! Where a bridge's messages to backends go: the owner's uplink (its `Session` stream or
 //! `Multiplex` channel) and the taps. Both directions write here: the uplink decoder its frames
-//! and the caller's data messages, the downlink pacer its progress reports and clear answers.
+//! and the caller's data messages, the downlink pacer its progress reports and clear answers,
+//! and for the taps that asked for the downlink (a call recorder), each frame it sent.
 //!
 //! Every offer is non-blocking: a full queue costs the message (counted in `uplink_dropped` or
 //! `tap_dropped`), never a blocked loop. A tap whose subscriber is gone is dropped. The outbox
@@ -31,10 +32,19 @@ struct OwnerLink {
     full_since: Option<Instant>,
 }
 
+/// A listen-only subscriber.
+struct Tap {
+    tx: mpsc::Sender<Uplink>,
+    /// It also hears what was sent to the caller (`SentAudio`, `Cleared`).
+    downlink: bool,
+}
+
 #[derive(Default)]
 pub struct Outbox {
     owner: Option<OwnerLink>,
-    taps: Vec<mpsc::Sender<Uplink>>,
+    taps: Vec<Tap>,
+    /// How many of `taps` want the downlink (so the pacer builds no frame for none).
+    downlink_taps: usize,
     /// `uplink_dropped` and `tap_dropped`.
     counters: BridgeCounters,
 }
@@ -91,8 +101,14 @@ impl Outbox {
         now.saturating_duration_since(since) >= o.stall_after
     }
 
-    pub fn add_tap(&mut self, tap: mpsc::Sender<Uplink>) {
-        self.taps.push(tap);
+    pub fn add_tap(&mut self, tx: mpsc::Sender<Uplink>, downlink: bool) {
+        self.taps.push(Tap { tx, downlink });
+        self.downlink_taps += usize::from(downlink);
+    }
+
+    /// Whether a tap wants the downlink's frames.
+    pub fn has_downlink_taps(&self) -> bool {
+        self.downlink_taps > 0
     }
 
     pub fn tap_count(&self) -> usize {
@@ -106,14 +122,26 @@ impl Outbox {
     /// Taps whose subscriber is still there (gone ones are dropped first, so a client that
     /// hangs up its taps can open new ones).
     pub fn live_tap_count(&mut self) -> usize {
-        self.taps.retain(|t| !t.is_closed());
+        self.retain_taps(|t| !t.tx.is_closed());
         self.taps.len()
+    }
+
+    /// Keeps the taps `keep` says to, and the downlink count true.
+    fn retain_taps(&mut self, mut keep: impl FnMut(&Tap) -> bool) {
+        let mut downlink = 0;
+        self.taps.retain(|t| {
+            let kept = keep(t);
+            downlink += usize::from(kept && t.downlink);
+            kept
+        });
+        self.downlink_taps = downlink;
     }
 
     /// The session ended: the owner's uplink closes and the taps go.
     pub fn close_all(&mut self) {
         self.detach(CloseReason::Ended);
         self.taps.clear();
+        self.downlink_taps = 0;
     }
 
     pub fn send(&mut self, audience: Audience, msg: Uplink) {
@@ -134,16 +162,41 @@ impl Outbox {
     }
 
     pub fn broadcast(&mut self, msg: Uplink) {
-        let dropped = &mut self.counters.tap_dropped;
-        self.taps
-            .retain(|t| match owner_uplink::offer_bounded(t, msg.clone()) {
+        self.offer_taps(false, &msg);
+        self.send_owner(msg);
+    }
+
+    /// What the downlink did that the owner hears (a clear's answer): the downlink taps too.
+    pub fn send_owner_and_downlink_taps(&mut self, msg: Uplink) {
+        self.offer_taps(true, &msg);
+        self.send_owner(msg);
+    }
+
+    /// A frame sent to the caller, for the downlink taps only.
+    pub fn send_downlink_taps(&mut self, msg: Uplink) {
+        self.offer_taps(true, &msg);
+    }
+
+    /// Offers `msg` to every tap (`downlink_only`: to those that want the downlink); a full
+    /// tap loses it (counted), a gone one is dropped.
+    fn offer_taps(&mut self, downlink_only: bool, msg: &Uplink) {
+        if self.taps.is_empty() || (downlink_only && self.downlink_taps == 0) {
+            return;
+        }
+        let mut dropped = 0;
+        self.retain_taps(|t| {
+            if downlink_only && !t.downlink {
+                return true;
+            }
+            match owner_uplink::offer_bounded(&t.tx, msg.clone()) {
                 Ok(()) => true,
                 Err(Refused::Full) => {
-                    *dropped += 1;
+                    dropped += 1;
                     true
                 }
                 Err(Refused::Closed) => false,
-            });
-        self.send_owner(msg);
+            }
+        });
+        self.counters.tap_dropped += dropped;
     }
 }

@@ -7,7 +7,7 @@
 //! receive; frames leave through the bridge's [`Outbox`] with `try_send`, never blocking the
 //! loop.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use voxgate_proto::bridge::{
@@ -18,6 +18,7 @@ use super::codec::BridgeError;
 use super::frame::{frame_samples, scratch, RTP_TICKS_PER_FRAME};
 use super::held_uplink::{Held, HeldPacket, HeldUplink};
 use super::outbox::{Audience, Outbox};
+use super::wall_clock::WallClock;
 use crate::metrics::{BridgeCounters, HandoffHistogram};
 
 /// Longest run of lost packets filled with concealment; a longer gap is a discontinuity.
@@ -42,8 +43,8 @@ pub struct UplinkDecoder {
     clock: WallClock,
 }
 
-impl Default for UplinkDecoder {
-    fn default() -> Self {
+impl UplinkDecoder {
+    pub fn new(clock: WallClock) -> Self {
         UplinkDecoder {
             rate: 48_000,
             passthrough: false,
@@ -54,12 +55,10 @@ impl Default for UplinkDecoder {
             held: HeldUplink::default(),
             counters: BridgeCounters::default(),
             handoff: HandoffHistogram::default(),
-            clock: WallClock::new(),
+            clock,
         }
     }
-}
 
-impl UplinkDecoder {
     pub fn counters(&self) -> &BridgeCounters {
         &self.counters
     }
@@ -320,32 +319,4 @@ struct Decode<'a> {
     ts: u32,
     arrival_us: i64,
     concealed: bool,
-}
-
-/// Maps loop `Instant`s to wall-clock microseconds (captured once, so no syscall per packet).
-struct WallClock {
-    base_instant: Instant,
-    base_unix_micros: i64,
-}
-
-impl WallClock {
-    /// Reads both clocks back to back (a base taken earlier would bias every timestamp).
-    fn new() -> Self {
-        let base_instant = Instant::now();
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as i64)
-            .unwrap_or(0);
-        WallClock {
-            base_instant,
-            base_unix_micros: unix,
-        }
-    }
-
-    fn unix_micros(&self, t: Instant) -> i64 {
-        match t.checked_duration_since(self.base_instant) {
-            Some(d) => self.base_unix_micros + d.as_micros() as i64,
-            None => self.base_unix_micros - (self.base_instant - t).as_micros() as i64,
-        }
-    }
 }

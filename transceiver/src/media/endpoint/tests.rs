@@ -696,7 +696,12 @@ fn taps_past_the_limit_are_refused_and_counted_and_unknown_ids_are_not_found() {
     let tap = |rig: &mut Rig, id: SessionId| {
         let (tx, rx) = mpsc::channel(8);
         let (reply, result) = oneshot::channel();
-        let cmd = Command::Tap { id, tap: tx, reply };
+        let cmd = Command::Tap {
+            id,
+            tap: tx,
+            downlink: false,
+            reply,
+        };
         assert!(rig.endpoint.handle_command(rig.now, cmd, &mut rig.out));
         (result.blocking_recv().unwrap(), rx)
     };
