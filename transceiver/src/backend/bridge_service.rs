@@ -49,7 +49,7 @@ use crate::backend::grpc_admission::{
 use crate::backend::message_size::{check_downlink, MAX_BATCH_BYTES, MAX_MESSAGE_BYTES};
 use crate::backend::multiplex;
 use crate::control::plane::ControlPlane;
-use crate::media::audio_bridge::OwnerUplink;
+use crate::media::audio_bridge::{OwnerUplink, TapSubscriber};
 
 const WORKER_QUEUE: usize = 256;
 /// Largest gRPC message a backend may send: a `Multiplex` batch (on `Session` and `Multiplex`
@@ -296,10 +296,8 @@ impl Bridge for BridgeService {
         let id = parse_session_id(&req.session_id)?;
         let (tx, rx) = mpsc::channel(UPLINK_QUEUE);
         let downlink = req.downlink;
-        self.control
-            .tap(id, tx, downlink)
-            .await
-            .map_err(attach_status)?;
+        let tap = TapSubscriber { tx, downlink };
+        self.control.tap(id, tap).await.map_err(attach_status)?;
         tracing::info!(session = %id, downlink, "tap attached");
         Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
     }

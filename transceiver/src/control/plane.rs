@@ -26,7 +26,7 @@ use crate::control::process_load::{projected, usable_cores, RecentTalkers, Young
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::control::registry::{Refusal, Registry};
 use crate::control::talk_crest::{TalkCrest, TALK_SWING_OVER_FLOOR};
-use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints, StartedTalking};
+use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints, StartedTalking, TapSubscriber};
 use crate::media::busy_meter::SharedBusy;
 use crate::media::command::{Command, LoopEvent, SessionEnded};
 use crate::media::event_loop::LoopHandle;
@@ -537,24 +537,12 @@ impl ControlPlane {
         rx.await.unwrap_or(Err(AttachError::NotFound))
     }
 
-    /// Adds a listen-only subscriber to session `id`'s uplink (`downlink`: and to what is
-    /// sent to the caller).
-    pub async fn tap(
-        &self,
-        id: SessionId,
-        tap: mpsc::Sender<voxgate_proto::bridge::Uplink>,
-        downlink: bool,
-    ) -> Result<(), AttachError> {
+    /// Adds a listen-only subscriber to session `id`.
+    pub async fn tap(&self, id: SessionId, tap: TapSubscriber) -> Result<(), AttachError> {
         let loop_index = self.registry.loop_of(id).ok_or(AttachError::NotFound)?;
         let (reply, rx) = oneshot::channel();
-        let command = Command::Tap {
-            id,
-            tap,
-            downlink,
-            reply,
-        };
         self.loops[loop_index]
-            .send(command)
+            .send(Command::Tap { id, tap, reply })
             .map_err(|_| AttachError::NotFound)?;
         rx.await.unwrap_or(Err(AttachError::NotFound))
     }

@@ -5,9 +5,8 @@
 
 use str0m::change::SdpOffer;
 use tokio::sync::oneshot;
-use voxgate_proto::bridge::Uplink;
 
-use crate::media::audio_bridge::{OwnerEndpoints, StartedTalking};
+use crate::media::audio_bridge::{OwnerEndpoints, StartedTalking, TapSubscriber};
 use crate::media::session::{
     AttachError, EndReason, Session, SessionError, SessionId, SessionSnapshot,
 };
@@ -39,12 +38,10 @@ pub enum Command {
         endpoints: OwnerEndpoints,
         reply: oneshot::Sender<Result<(), AttachError>>,
     },
-    /// Add a listen-only subscriber to the session's uplink (`downlink`: and to what is sent
-    /// to the caller).
+    /// Add a listen-only subscriber to the session.
     Tap {
         id: SessionId,
-        tap: tokio::sync::mpsc::Sender<Uplink>,
-        downlink: bool,
+        tap: TapSubscriber,
         reply: oneshot::Sender<Result<(), AttachError>>,
     },
     /// End a session (e.g. no backend would take it).

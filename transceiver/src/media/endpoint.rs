@@ -305,15 +305,10 @@ impl LoopEndpoint {
                 let result = result.map(|key| self.drive(now, key, None, out)).map(drop);
                 let _ = reply.send(result);
             }
-            Command::Tap {
-                id,
-                tap,
-                downlink,
-                reply,
-            } => {
+            Command::Tap { id, tap, reply } => {
                 let max = self.settings.max_taps;
                 let result = match self.session_mut(id) {
-                    Some((_, s)) => s.add_tap(tap, downlink, max),
+                    Some((_, s)) => s.add_tap(tap, max),
                     None => Err(AttachError::NotFound),
                 };
                 if matches!(result, Err(AttachError::TooManyTaps(_))) {

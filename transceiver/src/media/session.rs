@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::media::arrival::RtpArrivals;
 use crate::media::audio_bridge::{
     AudioBridge, BridgeAction, BridgeError, CloseReason, CoarseTicks, EncoderSettings,
-    OwnerEndpoints,
+    OwnerEndpoints, TapSubscriber,
 };
 use crate::media::check_budget::CheckBudget;
 use crate::media::demux::PeerKey;
@@ -509,18 +509,12 @@ impl Session {
         Ok(())
     }
 
-    /// Adds a listen-only subscriber to the session's uplink (`downlink`: and to what is sent
-    /// to the caller), unless the session already has `max_taps` live ones.
-    pub fn add_tap(
-        &mut self,
-        tap: tokio::sync::mpsc::Sender<voxgate_proto::bridge::Uplink>,
-        downlink: bool,
-        max_taps: usize,
-    ) -> Result<(), AttachError> {
+    /// Adds a listen-only subscriber, unless the session already has `max_taps` live ones.
+    pub fn add_tap(&mut self, tap: TapSubscriber, max_taps: usize) -> Result<(), AttachError> {
         if self.bridge.live_tap_count() >= max_taps {
             return Err(AttachError::TooManyTaps(max_taps));
         }
-        self.bridge.add_tap(tap, downlink)?;
+        self.bridge.add_tap(tap)?;
         Ok(())
     }
 

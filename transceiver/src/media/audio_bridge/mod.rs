@@ -35,6 +35,7 @@ use downlink_pacer::{DownlinkOwner, DownlinkPacer};
 pub use frame::{FRAME, RTP_TICKS_PER_FRAME};
 pub use held_uplink::{HELD_AUDIO_PACKETS, HELD_DATA_BYTES, HELD_DATA_MESSAGES};
 use outbox::Outbox;
+pub use outbox::TapSubscriber;
 pub use owner_uplink::{
     ChannelTx, CloseReason, MuxLink, MuxReceiver, OwnerUplink, Refused, UPLINK_AUDIO_SLOTS,
     UPLINK_CONTROL_RESERVE, UPLINK_QUEUE,
@@ -207,16 +208,12 @@ impl AudioBridge {
 
     /// A listen-only subscriber (`downlink`: it also hears what is sent to the caller). It is
     /// told the past events first; its queue is new, so they fit.
-    pub fn add_tap(
-        &mut self,
-        tap: mpsc::Sender<Uplink>,
-        downlink: bool,
-    ) -> Result<(), BridgeError> {
+    pub fn add_tap(&mut self, tap: TapSubscriber) -> Result<(), BridgeError> {
         self.uplink.ensure_decoder()?;
         for ev in self.past_events().into_iter().flatten() {
-            let _ = owner_uplink::offer_bounded(&tap, ev);
+            let _ = owner_uplink::offer_bounded(&tap.tx, ev);
         }
-        self.out.add_tap(tap, downlink);
+        self.out.add_tap(tap);
         Ok(())
     }
 
@@ -842,6 +839,10 @@ mod tests {
         }
     }
 
+    fn subscriber(tx: mpsc::Sender<Uplink>, downlink: bool) -> TapSubscriber {
+        TapSubscriber { tx, downlink }
+    }
+
     fn chunk(samples: usize, value: i16, item: &str) -> Downlink {
         let pcm: Vec<u8> = (0..samples).flat_map(|_| value.to_le_bytes()).collect();
         Downlink {
@@ -862,8 +863,8 @@ mod tests {
         // A recorder (downlink) and a listener (uplink only), both after the connect.
         let (rec_tx, mut rec) = mpsc::channel(64);
         let (lis_tx, mut lis) = mpsc::channel(64);
-        b.add_tap(rec_tx, true).unwrap();
-        b.add_tap(lis_tx, false).unwrap();
+        b.add_tap(subscriber(rec_tx, true)).unwrap();
+        b.add_tap(subscriber(lis_tx, false)).unwrap();
         // 50 ms of the backend's audio (two frames and a padded tail), then silence, then a
         // clear of a second item while it plays.
         down.try_send(chunk(800, 1000, "a")).unwrap();
@@ -928,7 +929,10 @@ mod tests {
             _ => None,
         });
         let cleared = cleared.expect("the recorder hears the clear");
-        assert_eq!((cleared.item_id.as_str(), cleared.item_played_ms), ("b", 40));
+        assert_eq!(
+            (cleared.item_id.as_str(), cleared.item_played_ms),
+            ("b", 40)
+        );
         // The owner heard the same clear; the uplink-only tap none of the downlink.
         assert!(std::iter::from_fn(|| up.try_recv().ok())
             .any(|m| matches!(m.kind, Some(uplink::Kind::Cleared(_)))));
@@ -947,7 +951,7 @@ mod tests {
         b.attach_owner(ep, t0, &Default::default()).unwrap();
         b.on_connected(t0);
         let (rec_tx, mut rec) = mpsc::channel(3);
-        b.add_tap(rec_tx, true).unwrap();
+        b.add_tap(subscriber(rec_tx, true)).unwrap();
         let packets = opus_frames(4);
         for p in &packets {
             let msg = voxgate_proto::bridge::OpusPacket {
@@ -1103,7 +1107,7 @@ mod tests {
         let t0 = Instant::now();
         let mut b = AudioBridge::new("s".into(), SETTINGS);
         let (tap_tx, mut tap) = mpsc::channel(64);
-        b.add_tap(tap_tx, false).unwrap();
+        b.add_tap(subscriber(tap_tx, false)).unwrap();
         for (i, p) in opus_frames(3).iter().enumerate() {
             b.on_audio_packet(t0, i as u64, 960 * i as u32, p.clone());
         }

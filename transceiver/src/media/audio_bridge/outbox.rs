@@ -32,17 +32,18 @@ struct OwnerLink {
     full_since: Option<Instant>,
 }
 
-/// A listen-only subscriber.
-struct Tap {
-    tx: mpsc::Sender<Uplink>,
-    /// It also hears what was sent to the caller (`SentAudio`, `Cleared`).
-    downlink: bool,
+/// A listen-only subscriber of a session: its queue, and whether it also hears what is sent to
+/// the caller (`TapRequest.downlink`: `SentAudio`, `Cleared`).
+#[derive(Debug)]
+pub struct TapSubscriber {
+    pub tx: mpsc::Sender<Uplink>,
+    pub downlink: bool,
 }
 
 #[derive(Default)]
 pub struct Outbox {
     owner: Option<OwnerLink>,
-    taps: Vec<Tap>,
+    taps: Vec<TapSubscriber>,
     /// How many of `taps` want the downlink (so the pacer builds no frame for none).
     downlink_taps: usize,
     /// `uplink_dropped` and `tap_dropped`.
@@ -101,9 +102,9 @@ impl Outbox {
         now.saturating_duration_since(since) >= o.stall_after
     }
 
-    pub fn add_tap(&mut self, tx: mpsc::Sender<Uplink>, downlink: bool) {
-        self.taps.push(Tap { tx, downlink });
-        self.downlink_taps += usize::from(downlink);
+    pub fn add_tap(&mut self, tap: TapSubscriber) {
+        self.downlink_taps += usize::from(tap.downlink);
+        self.taps.push(tap);
     }
 
     /// Whether a tap wants the downlink's frames.
@@ -127,7 +128,7 @@ impl Outbox {
     }
 
     /// Keeps the taps `keep` says to, and the downlink count true.
-    fn retain_taps(&mut self, mut keep: impl FnMut(&Tap) -> bool) {
+    fn retain_taps(&mut self, mut keep: impl FnMut(&TapSubscriber) -> bool) {
         let mut downlink = 0;
         self.taps.retain(|t| {
             let kept = keep(t);

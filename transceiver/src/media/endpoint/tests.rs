@@ -15,8 +15,8 @@ use voxgate_testkit::{ClientSession, SessionConfig};
 
 use super::*;
 use crate::media::audio_bridge::{
-    CoarseTicks, EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, TickGrid,
-    UPLINK_QUEUE,
+    CoarseTicks, EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, TapSubscriber,
+    TickGrid, UPLINK_QUEUE,
 };
 use crate::media::session::{Candidates, SessionParams, SessionSnapshot, SessionState};
 use crate::media::tcp_server::TcpLimits;
@@ -696,12 +696,11 @@ fn taps_past_the_limit_are_refused_and_counted_and_unknown_ids_are_not_found() {
     let tap = |rig: &mut Rig, id: SessionId| {
         let (tx, rx) = mpsc::channel(8);
         let (reply, result) = oneshot::channel();
-        let cmd = Command::Tap {
-            id,
-            tap: tx,
+        let tap = TapSubscriber {
+            tx,
             downlink: false,
-            reply,
         };
+        let cmd = Command::Tap { id, tap, reply };
         assert!(rig.endpoint.handle_command(rig.now, cmd, &mut rig.out));
         (result.blocking_recv().unwrap(), rx)
     };
