@@ -248,6 +248,17 @@ class Caller:
                 return sent[rtp_timestamp]
         return None
 
+    async def wait_quiet(self, quiet: float, timeout: float) -> None:
+        """Waits until no downlink packet has arrived for `quiet` seconds: a reply has played
+        out (the transceiver sends nothing while it has nothing to play)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            arrivals = self.packet_arrivals()
+            if not arrivals or time.time() - arrivals[-1] >= quiet:
+                return
+            await asyncio.sleep(0.02)
+        raise TimeoutError(f"the downlink never went quiet for {quiet} s within {timeout} s")
+
     def first_heard_after(self, t: float) -> float | None:
         """When reply audio (above HEARD_RMS) was first heard after wall time `t`."""
         h = self.first_frame_after(t)

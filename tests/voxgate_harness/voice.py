@@ -111,11 +111,23 @@ async def measure_turn(caller: Caller, utterance: bytes, timeout: float = 60.0) 
     turn = await caller.wait_message(lambda m: m.get("type") == "turn", timeout, start=seen)
     user = await caller.wait_message(lambda m: m.get("type") == "user", timeout, start=seen)
     await caller.wait_heard(speech_end, timeout)
-    # The transceiver sends nothing while it has nothing to play: the first packet and frame
-    # after the caller's speech are the reply's first, however quiet.
-    frame = caller.first_frame_after(speech_end, rms=0.0)
-    arrived = next(a for a in caller.packet_arrivals() if a > speech_end)
+    # The reply's onset: its first packet is the first to arrive after both the caller's end
+    # of speech and the agent's first play() (one clock: the same machine). Its frame is the
+    # one decoded from it, counted: aiortc decodes one 20 ms frame per packet, in order, so
+    # the n-th packet of the call is its n-th frame heard (however quiet: the reply's own
+    # leading silence counts). Not "the first frame heard after the speech": aiortc's jitter
+    # buffer keeps a talk spurt's last packets until the next spurt pushes them out, so the
+    # frames decoded first after a reply's first packet are the previous reply's quiet tail
+    # (which read every turn after the first about 80 ms low).
     t = turn["t"]
+    onset = max(speech_end, t["first_play_us"] / 1e6)
+    arrivals = caller.packet_arrivals()
+    first = next(i for i, a in enumerate(arrivals) if a > onset)
+    arrived = arrivals[first]
+    if len(caller.heard) <= first or caller.heard[first].at < arrived:
+        raise AssertionError(f"packet {first} and the frames heard do not pair up: "
+                             f"{len(caller.heard)} frames for {len(arrivals)} packets")
+    frame = caller.heard[first]
     sent = caller.sent_at(t["speech_end_rtp_ts"])
     if sent is None:
         raise AssertionError(f"the caller never sent RTP timestamp {t['speech_end_rtp_ts']}")

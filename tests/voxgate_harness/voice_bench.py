@@ -39,7 +39,9 @@ async def run(args: argparse.Namespace) -> dict:
             turn = await measure_turn(caller, pcm, TIMEOUT_S)
             turn["said"] = text
             turns.append(turn)
-            await asyncio.sleep(PAUSE_S + len(pcm) / 96_000)  # the reply plays out, then a pause
+            # The reply plays out (however long it is), then a pause.
+            await caller.wait_quiet(0.3, TIMEOUT_S)
+            await asyncio.sleep(PAUSE_S)
         barge = await measure_barge_in(caller, audio[-2], audio[-1], TIMEOUT_S)
         return {"turns": turns, "barge_in": [barge]}
     finally:

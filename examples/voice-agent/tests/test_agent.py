@@ -83,7 +83,8 @@ async def test_voice_to_voice_latency_is_measured_per_turn_and_split(caller, utt
         for p in PARTS[1:] + ("vad_end_of_turn_ms", "asr_ms", "tts_first_chunk_ms"):
             assert turn[p] >= -1.0, (p, turn)
         turns.append(turn)
-        await asyncio.sleep(3.0)  # the reply plays out, then a pause
+        await caller.wait_quiet(0.3, TIMEOUT)  # the reply plays out, then a pause
+        await asyncio.sleep(1.0)
     assert len(turns) == 2
 
 

@@ -5,7 +5,9 @@
 //! prints one JSON object; this scenario runs it and keeps what it printed.
 //!
 //! Each turn splits the time from the end of the caller's speech to the first reply frame it
-//! decodes into transport (caller → transceiver → agent for the last speech frame, matched by
+//! decodes (the frame of the reply's first packet: aiortc keeps a spurt's last packets until
+//! the next spurt, so the first frames decoded after a reply's first packet are the previous
+//! reply's tail; `voice.py` says how it pairs them) into transport (caller → transceiver → agent for the last speech frame, matched by
 //! RTP timestamp; agent's first `play` → first reply packet at the caller) and agent (VAD end of
 //! turn, ASR, TTS first chunk), plus the caller's own jitter buffer.
 
