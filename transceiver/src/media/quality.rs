@@ -17,9 +17,9 @@
 //!   (RFC 3550 interarrival jitter; cumulative loss from vendored str0m patch 2).
 //! - **Downlink** (transceiver → caller): the jitter and loss the *client* reports of our media.
 //!   Cumulative downlink loss is its cumulative "packets lost" over the packets the report
-//!   covers (up to its highest sequence number; str0m numbers from 0). Dividing by the packets
-//!   sent by the time the stats were taken instead read 2.4 points low at 10 % loss 15 s into
-//!   a call (the report is up to 5 s old), measured against Chromium in tests/browser_quality.rs.
+//!   covers (sent up to its highest sequence number: vendored str0m patch 3). Dividing by the
+//!   packets sent by the time the stats were taken instead read 2.4 points low at 10 % loss
+//!   15 s into a call (the report is up to 5 s old), measured in tests/browser_quality.rs.
 //! - Everything here comes from the caller and is bounded first (`rtcp_bounds`).
 //! - **Recent loss**: the "fraction lost" of the last receiver report (its interval, 1–5 s).
 //!
@@ -37,8 +37,9 @@
 //!   agent (the per-turn latency is measured separately). Before the first RTT (a call whose
 //!   agent has not spoken yet has none: see RTT above) `d` counts no network delay.
 //! - Loss impairment `Ie_eff = Ie + (95 − Ie) · Ppl / (Ppl + Bpl)` for random loss (BurstR 1),
-//!   `Ppl` the recent loss in percent (the cumulative loss until a second report). G.113 lists no Opus values; we take `Ie = 0` (Opus at
-//!   voice bitrates is transparent on the E-model's narrowband scale) and `Bpl = 20`, a little
+//!   `Ppl` the recent loss in percent (the cumulative loss until a second report). G.113
+//!   lists no Opus values; we take `Ie = 0` (Opus at voice bitrates is transparent on the
+//!   E-model's narrowband scale) and `Bpl = 20`, a little
 //!   more robust than G.711 with its Appendix I concealment (25.1 in G.113) and far less than
 //!   Opus with in-band FEC, which the browser does not send by default without loss feedback.
 //!
