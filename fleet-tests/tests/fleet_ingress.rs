@@ -251,6 +251,7 @@ fn open_caller(
         location,
         resource_url: resource_url.clone(),
         answer_sdp: answer.clone(),
+        resume_credential: None,
     };
     session
         .accept_created(Instant::now(), &created)
@@ -262,6 +263,7 @@ fn open_caller(
             Some(SessionResource {
                 url: resource_url,
                 token: Some(TOKEN.into()),
+                resume_credential: None,
             }),
         )
         .expect("add session");

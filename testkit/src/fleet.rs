@@ -79,6 +79,8 @@ pub struct SessionResource {
     pub url: Url,
     /// Bearer token to present.
     pub token: Option<String>,
+    /// The resume credential the answer carried.
+    pub resume_credential: Option<String>,
 }
 
 /// A session's ICE-TCP connection to the server's passive candidate.
@@ -158,6 +160,7 @@ impl Fleet {
         let resource = SessionResource {
             url: created.resource_url,
             token: cfg.token,
+            resume_credential: created.resume_credential,
         };
         let index = self.add(session, socket, Some(resource))?;
         self.slots[index].tcp_recv_buffer = tcp_recv_buffer;

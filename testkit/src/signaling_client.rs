@@ -62,6 +62,9 @@ pub struct CreatedSession {
     pub session_id: String,
     /// The answer SDP.
     pub answer_sdp: String,
+    /// The session's resume credential (`X-Voxgate-Resume`), if the server sent one: what
+    /// lets a client carry the call onto a new session (docs/continuity.md).
+    pub resume_credential: Option<String>,
 }
 
 /// A reusable blocking HTTP client for signaling. Cheap to share across sessions; build one per
@@ -97,6 +100,11 @@ impl SignalingClient {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
             .ok_or(SignalingError::MissingLocation)?;
+        let resume_credential = resp
+            .headers()
+            .get("x-voxgate-resume")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let resource_url = url
             .join(&location)
             .map_err(|_| SignalingError::BadUrl(location.clone()))?;
@@ -111,6 +119,7 @@ impl SignalingClient {
             resource_url,
             session_id,
             answer_sdp,
+            resume_credential,
         })
     }
 

@@ -209,6 +209,7 @@ async fn serve(
         max_body_bytes: config.signaling.max_body_bytes,
         public_url: listen.public_url_base(),
         proxy_trust,
+        resume_ttl: Duration::from_secs(config.auth.resume_ttl_secs),
     };
     let app = signaling::router(state);
     let (header_timeout, metrics, http_stop) = (

@@ -71,6 +71,8 @@ const TRANSCEIVER_FLAGS: &[(&str, &str, &str)] = &[
     ("log-format", "VOXGATE_LOG_FORMAT", "text"),
     ("insecure-no-auth", "VOXGATE_INSECURE_NO_AUTH", "false"),
     ("token-key-file", "VOXGATE_TOKEN_KEY_FILE", ""),
+    ("resume-key-file", "VOXGATE_RESUME_KEY_FILE", ""),
+    ("resume-ttl-secs", "VOXGATE_RESUME_TTL_SECS", "120"),
     ("post-rate-per-ip", "VOXGATE_POST_RATE_PER_IP", "20"),
     ("post-burst-per-ip", "VOXGATE_POST_BURST_PER_IP", "100"),
     ("restart-rate-per-ip", "VOXGATE_RESTART_RATE_PER_IP", "10"),

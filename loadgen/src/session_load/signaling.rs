@@ -158,6 +158,7 @@ fn open_one(
                 resource: Some(SessionResource {
                     url: created.resource_url,
                     token: scfg.token,
+                    resume_credential: created.resume_credential,
                 }),
                 janus: None,
                 offer_time,

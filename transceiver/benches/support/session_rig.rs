@@ -203,6 +203,8 @@ pub fn accept(cert: &DtlsCert, id: SessionId, now: Instant, offer_sdp: &[u8]) ->
         audio_mid: summary.audio_mid,
         encoder: ENCODER,
         metadata: Default::default(),
+        call_id: id,
+        generation: 1,
     };
     Session::accept(now, 1, params, offer).expect("accepted")
 }

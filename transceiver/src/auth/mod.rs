@@ -13,14 +13,24 @@
 //! made it, and only that creator's credential, or the operator's static token, controls it
 //! afterwards ([`Credential::controls`]). How many sessions each per-call token has created
 //! is kept by [`token_uses`]; what a metadata entry may hold, by [`metadata_entry`].
+//!
+//! A third kind of bearer is minted by the transceivers themselves: a resume credential
+//! ([`resume_credential`], `vr1.`), which controls every session of one call (and may carry the
+//! call onto a new session); it is checked even on an open server, since a resume must name
+//! a real call. Which (call, generation) already resumed here is kept by [`resume_uses`].
 
 pub mod call_token;
+pub mod creator;
 pub mod metadata_entry;
+pub mod resume_credential;
+pub mod resume_uses;
 pub mod token_uses;
 
 use std::collections::HashMap;
 
 pub use call_token::{CallClaims, CallTokenError, CallTokenId, CallTokenKey};
+pub use creator::Creator;
+pub use resume_credential::{ResumeClaims, ResumeError, ResumeKey};
 
 /// Why a request was refused; the `reason` label of `voxgate_signaling_rejected_total`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,6 +41,8 @@ pub enum AuthError {
     Invalid,
     #[error("{0}")]
     CallToken(#[from] CallTokenError),
+    #[error("{0}")]
+    Resume(#[from] ResumeError),
 }
 
 impl AuthError {
@@ -41,6 +53,8 @@ impl AuthError {
             AuthError::CallToken(CallTokenError::Expired) => "token_expired",
             AuthError::CallToken(CallTokenError::Lifetime) => "token_lifetime",
             AuthError::CallToken(_) => "token_invalid",
+            AuthError::Resume(ResumeError::Expired) => "resume_expired",
+            AuthError::Resume(_) => "resume_invalid",
         }
     }
 }
@@ -55,16 +69,9 @@ pub enum Credential {
     Operator,
     /// A verified per-call token.
     Call(CallClaims),
-}
-
-/// Who created a session: the credential that alone (besides the operator) controls it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Creator {
-    /// Created on an open server.
-    #[default]
-    Anyone,
-    Operator,
-    Call(CallTokenId),
+    /// A verified resume credential: it controls the sessions of its call, and a POST with it
+    /// resumes that call.
+    Resume(ResumeClaims),
 }
 
 impl Credential {
@@ -74,15 +81,18 @@ impl Credential {
             Credential::Open => Creator::Anyone,
             Credential::Operator => Creator::Operator,
             Credential::Call(c) => Creator::Call(c.id),
+            Credential::Resume(r) => r.creator,
         }
     }
 
-    /// Whether this credential may read, restart or end a session `creator` made: the
-    /// operator's any, a per-call token only its own (on an open server, anyone any).
-    pub fn controls(&self, creator: &Creator) -> bool {
+    /// Whether this credential may read, restart or end a session of call `call_id` that
+    /// `creator` made: the operator's any, a per-call token only its own, a resume credential
+    /// only its call's (on an open server, anyone any).
+    pub fn controls(&self, creator: &Creator, call_id: u128) -> bool {
         match self {
             Credential::Open | Credential::Operator => true,
             Credential::Call(c) => *creator == Creator::Call(c.id),
+            Credential::Resume(r) => r.call_id == call_id,
         }
     }
 
@@ -102,6 +112,8 @@ impl Credential {
 pub struct Authenticator {
     pub static_token: Option<String>,
     pub call_key: Option<CallTokenKey>,
+    /// Signs and checks resume credentials (always there: a random one by default).
+    pub resume_key: ResumeKey,
 }
 
 impl Authenticator {
@@ -112,6 +124,10 @@ impl Authenticator {
 
     /// Checks an `Authorization` header value at Unix time `now`, and says what it presented.
     pub fn check(&self, authorization: Option<&str>, now: u64) -> Result<Credential, AuthError> {
+        let bearer = authorization.and_then(|v| v.strip_prefix("Bearer "));
+        if let Some(c) = bearer.filter(|b| b.starts_with(resume_credential::PREFIX)) {
+            return Ok(Credential::Resume(self.resume_key.verify(c, now)?));
+        }
         if self.is_open() {
             return Ok(Credential::Open);
         }
@@ -174,6 +190,7 @@ mod tests {
         let auth = Authenticator {
             static_token: Some("static".into()),
             call_key: Some(key.clone()),
+            resume_key: ResumeKey::random(),
         };
         let signed = |c: Credential| c.signed_metadata().clone();
         assert_eq!(
@@ -199,6 +216,7 @@ mod tests {
         let auth = Authenticator {
             static_token: None,
             call_key: Some(CallTokenKey::from_file_contents(&[b'k'; 32]).unwrap()),
+            resume_key: ResumeKey::random(),
         };
         assert!(!auth.is_open());
         assert_eq!(auth.check(Some("Bearer "), 0), Err(AuthError::Invalid));
@@ -211,6 +229,7 @@ mod tests {
         let auth = Authenticator {
             static_token: Some("static".into()),
             call_key: Some(key.clone()),
+            resume_key: ResumeKey::random(),
         };
         let bearer = |json: &[u8]| format!("Bearer {}", key.mint_payload(json));
         let alice = auth
@@ -221,11 +240,38 @@ mod tests {
             .unwrap();
         let operator = auth.check(Some("Bearer static"), 0).unwrap();
         let alices = alice.creator();
-        assert!(alice.controls(&alices));
-        assert!(!mallory.controls(&alices));
-        assert!(operator.controls(&alices));
-        assert!(!alice.controls(&operator.creator()));
-        assert!(Credential::Open.controls(&alices));
+        assert!(alice.controls(&alices, 1));
+        assert!(!mallory.controls(&alices, 1));
+        assert!(operator.controls(&alices, 1));
+        assert!(!alice.controls(&operator.creator(), 1));
+        assert!(Credential::Open.controls(&alices, 1));
         assert_eq!(Credential::Open.creator(), Creator::Anyone);
+    }
+
+    #[test]
+    fn a_resume_credential_controls_its_call_alone_even_on_an_open_server() {
+        let auth = Authenticator::default();
+        assert!(auth.is_open());
+        let claims = ResumeClaims {
+            call_id: 42,
+            generation: 1,
+            session_id: 42,
+            worker: String::new(),
+            creator: Creator::Anyone,
+            expires_at: 100,
+        };
+        let bearer = format!("Bearer {}", auth.resume_key.mint(&claims));
+        let c = auth.check(Some(&bearer), 50).unwrap();
+        assert_eq!(c, Credential::Resume(claims.clone()));
+        assert!(c.controls(&Creator::Anyone, 42));
+        assert!(!c.controls(&Creator::Anyone, 43));
+        // Forged or expired: refused even though the server is open.
+        let other = Authenticator::default().resume_key.mint(&claims);
+        let forged = auth.check(Some(&format!("Bearer {other}")), 50);
+        assert_eq!(forged.unwrap_err().reason(), "resume_invalid");
+        assert_eq!(
+            auth.check(Some(&bearer), 100).unwrap_err().reason(),
+            "resume_expired"
+        );
     }
 }

@@ -216,6 +216,7 @@ impl Bridge for BridgeService {
                                     worker: worker.clone(),
                                     session,
                                     attempt: r.attempt,
+                                    stale_resume: r.reason == "resume_stale",
                                 })
                                 .await
                         }

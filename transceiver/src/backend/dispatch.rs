@@ -11,6 +11,12 @@
 //! gets as many offers as a new one, so a stream that one hostile message broke cannot use up
 //! the attempts of the calls that were fine on it. Time comes in as `now`; actions come out of
 //! [`Dispatcher::poll_action`].
+//!
+//! A session that resumes a call (`SessionInfo::resume`) is offered first to the worker that
+//! owned the call, with or without room (the call is already its own), then to the others, as
+//! many as there are; its signaling waits for the verdict ([`DispatchAction::Decided`]): taken
+//! (an attach held), refused as stale (a worker serves the call at a later generation: final),
+//! unknown to every worker, or no backend in time.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -42,6 +48,46 @@ pub struct SessionInfo {
     pub ingress: String,
     /// `header`, `cidr` or `default`.
     pub ingress_reason: String,
+    /// The call the session carries (its own id for a new call).
+    pub call_id: Option<SessionId>,
+    /// Set when the session resumes a call another session carried.
+    pub resume: Option<ResumeOf>,
+}
+
+/// What a resuming session continues: from its verified resume credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeOf {
+    pub call_id: SessionId,
+    /// The credential's generation (the session it was minted for).
+    pub generation: u32,
+    pub previous_session: SessionId,
+    /// The worker that owned the call when the credential was minted ("" if none did yet).
+    pub preferred_worker: WorkerId,
+}
+
+/// How a resume ended (what its signaling answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeVerdict {
+    /// A worker attached the new session and the attach held.
+    Accepted,
+    /// A worker serves the call at a later generation: the credential was used already.
+    Stale,
+    /// Every worker offered it declined: nobody serves the call.
+    Unknown,
+    /// No worker decided within the dispatch policy.
+    NoBackend,
+}
+
+impl ResumeVerdict {
+    /// The `outcome` label of `voxgate_resume_total`.
+    pub fn outcome(self) -> &'static str {
+        match self {
+            ResumeVerdict::Accepted => "resumed",
+            ResumeVerdict::Stale => "stale",
+            ResumeVerdict::Unknown => "unknown",
+            ResumeVerdict::NoBackend => "no_backend",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +102,12 @@ pub enum DispatchAction {
     },
     /// No backend will take the session: end it.
     End { session: SessionId },
+    /// A resuming session's verdict (its signaling waits for it; anything but `Accepted`
+    /// ends the session there).
+    Decided {
+        session: SessionId,
+        verdict: ResumeVerdict,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -115,11 +167,20 @@ struct Tracked {
     attempts_before: u32,
     declined_by: Vec<WorkerId>,
     info: SessionInfo,
+    /// A resume still waiting for its verdict, with its own number of offers (one per worker).
+    resume_budget: Option<u32>,
 }
 
 impl Tracked {
     fn attempts_left(&self, max_attempts: u32) -> bool {
-        self.attempts - self.attempts_before < max_attempts
+        self.attempts - self.attempts_before < self.resume_budget.unwrap_or(max_attempts)
+    }
+
+    /// The worker a pending resume goes to first, while it has not declined.
+    fn preferred(&self) -> Option<&str> {
+        self.resume_budget?;
+        let w = self.info.resume.as_ref()?.preferred_worker.as_str();
+        (!w.is_empty() && !self.declined_by.iter().any(|d| d == w)).then_some(w)
     }
 }
 
@@ -181,6 +242,10 @@ impl Dispatcher {
     }
 
     pub fn new_session(&mut self, now: Instant, id: SessionId, info: SessionInfo) {
+        let resume_budget = info.resume.as_ref().map(|_| {
+            let workers = u32::try_from(self.workers.len()).unwrap_or(u32::MAX);
+            self.config.max_attempts.max(workers.saturating_add(1))
+        });
         self.sessions.insert(
             id,
             Tracked {
@@ -189,6 +254,7 @@ impl Dispatcher {
                 attempts_before: 0,
                 declined_by: Vec::new(),
                 info,
+                resume_budget,
             },
         );
         self.queue.push_back(id);
@@ -197,15 +263,35 @@ impl Dispatcher {
     /// `worker` declined offer number `attempt` of session `id` (0: whichever offer is open).
     /// A decline of an earlier offer is stale and changes nothing: a worker can decline an offer
     /// it learned was lost (its stream broke) after the attach timeout already made a new one.
-    pub fn rejected(&mut self, now: Instant, id: SessionId, worker: &str, attempt: u32) {
-        let offered_here = self.sessions.get(&id).is_some_and(|t| {
-            matches!(&t.stage, Stage::Offered { worker: w, .. } if w == worker)
-                && (attempt == 0 || attempt == t.attempts)
-        });
-        if offered_here {
-            self.release(id, worker);
-            self.requeue_front(now, id, Some(worker));
+    /// `stale_resume`: the worker serves the call at a later generation; a pending resume ends
+    /// there (no other worker is asked).
+    pub fn rejected(
+        &mut self,
+        now: Instant,
+        id: SessionId,
+        worker: &str,
+        attempt: u32,
+        stale_resume: bool,
+    ) {
+        let Some(t) = self.sessions.get(&id) else {
+            return;
+        };
+        let offered_here = matches!(&t.stage, Stage::Offered { worker: w, .. } if w == worker)
+            && (attempt == 0 || attempt == t.attempts);
+        if !offered_here {
+            return;
         }
+        let resuming = t.resume_budget.is_some();
+        self.release(id, worker);
+        if stale_resume && resuming {
+            self.sessions.remove(&id);
+            self.actions.push_back(DispatchAction::Decided {
+                session: id,
+                verdict: ResumeVerdict::Stale,
+            });
+            return;
+        }
+        self.requeue_front(now, id, Some(worker));
     }
 
     /// A `Session` stream attached. `worker` is the attaching worker's id, if any; `owner`
@@ -253,6 +339,12 @@ impl Dispatcher {
             if matches!(t.stage, Stage::Owned { owner: o, .. } if o == owner) {
                 t.attempts_before = t.attempts;
                 t.declined_by.clear();
+                if t.resume_budget.take().is_some() {
+                    self.actions.push_back(DispatchAction::Decided {
+                        session: id,
+                        verdict: ResumeVerdict::Accepted,
+                    });
+                }
             }
         }
     }
@@ -329,7 +421,14 @@ impl Dispatcher {
         }
         t.stage = Stage::Queued { since: now };
         if !t.attempts_left(self.config.max_attempts) {
-            self.actions.push_back(DispatchAction::End { session: id });
+            let action = match t.resume_budget {
+                Some(_) => DispatchAction::Decided {
+                    session: id,
+                    verdict: ResumeVerdict::Unknown,
+                },
+                None => DispatchAction::End { session: id },
+            };
+            self.actions.push_back(action);
             self.sessions.remove(&id);
             return;
         }
@@ -373,8 +472,18 @@ impl Dispatcher {
                 .collect();
             for id in expired {
                 self.queue.retain(|q| *q != id);
-                self.sessions.remove(&id);
-                self.actions.push_back(DispatchAction::End { session: id });
+                let resuming = self
+                    .sessions
+                    .remove(&id)
+                    .is_some_and(|t| t.resume_budget.is_some());
+                self.actions.push_back(if resuming {
+                    DispatchAction::Decided {
+                        session: id,
+                        verdict: ResumeVerdict::NoBackend,
+                    }
+                } else {
+                    DispatchAction::End { session: id }
+                });
             }
         }
     }
@@ -403,7 +512,22 @@ impl Dispatcher {
                     })
                     .map(|(wid, _)| wid.clone())
             };
-            let best = pick(true).or_else(|| pick(false));
+            // A resume goes to the call's worker first, room or not: the call is its own.
+            let preferred = t
+                .preferred()
+                .filter(|w| self.workers.contains_key(*w))
+                .map(str::to_string);
+            let fresh = preferred.or_else(|| pick(true));
+            if fresh.is_none() && t.resume_budget.is_some() && pick(false).is_some() {
+                // Every worker with room declined the resume: nobody here serves the call.
+                self.sessions.remove(&id);
+                self.actions.push_back(DispatchAction::Decided {
+                    session: id,
+                    verdict: ResumeVerdict::Unknown,
+                });
+                continue;
+            }
+            let best = fresh.or_else(|| pick(false));
             let Some(worker) = best else {
                 // No worker has room: keep FIFO order and wait for capacity.
                 skipped.push_back(id);
@@ -576,7 +700,7 @@ mod tests {
         d.register("b", 5).unwrap();
         d.new_session(t0, SessionId(9), SessionInfo::default());
         let o = offered_to(&drain(&mut d, t0));
-        d.rejected(t0, SessionId(9), &o[0].1, 1);
+        d.rejected(t0, SessionId(9), &o[0].1, 1, false);
         let o2 = offered_to(&drain(&mut d, t0));
         assert_ne!(
             o2[0].1, o[0].1,
@@ -605,7 +729,7 @@ mod tests {
                 vec![(SessionId(1), "only".to_string())],
                 "{attempt}"
             );
-            d.rejected(t0, SessionId(1), "only", attempt);
+            d.rejected(t0, SessionId(1), "only", attempt, false);
         }
         assert_eq!(
             drain(&mut d, t0),
@@ -630,13 +754,13 @@ mod tests {
             "{again:?}"
         );
         // The worker's decline of attempt 1 arrives only now: attempt 2 stays open.
-        d.rejected(late, SessionId(1), "only", 1);
+        d.rejected(late, SessionId(1), "only", 1, false);
         assert_eq!(drain(&mut d, late), vec![], "no new offer");
         d.attached(SessionId(1), Some("only"), 7).unwrap();
         // A decline that names no attempt (a worker older than the field) still acts.
         d.new_session(late, SessionId(2), SessionInfo::default());
         assert_eq!(offered_to(&drain(&mut d, late)).len(), 1);
-        d.rejected(late, SessionId(2), "only", 0);
+        d.rejected(late, SessionId(2), "only", 0, false);
         let second = drain(&mut d, late);
         assert!(
             matches!(
@@ -697,7 +821,7 @@ mod tests {
                     matches!(o.as_slice(), [DispatchAction::Offer { .. }]),
                     "round {round}: {o:?}"
                 );
-                d.rejected(t0, SessionId(1), "a", 0);
+                d.rejected(t0, SessionId(1), "a", 0, false);
             }
             let o = drain(&mut d, t0);
             assert!(
@@ -769,5 +893,117 @@ mod tests {
         d.new_session(t0, SessionId(1), SessionInfo::default());
         let o = offered_to(&drain(&mut d, t0));
         assert_eq!(o[0].1, "idle");
+    }
+
+    fn resume_info(preferred: &str) -> SessionInfo {
+        SessionInfo {
+            call_id: Some(SessionId(77)),
+            resume: Some(ResumeOf {
+                call_id: SessionId(77),
+                generation: 1,
+                previous_session: SessionId(77),
+                preferred_worker: preferred.into(),
+            }),
+            ..SessionInfo::default()
+        }
+    }
+
+    fn verdicts(actions: &[DispatchAction]) -> Vec<(SessionId, ResumeVerdict)> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                DispatchAction::Decided { session, verdict } => Some((*session, *verdict)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_resume_goes_to_the_calls_worker_first_even_when_it_is_full() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("owner", 1).unwrap();
+        d.register("idle", 10).unwrap();
+        d.load("owner", 1, 0);
+        d.new_session(t0, SessionId(1), resume_info("owner"));
+        let a = drain(&mut d, t0);
+        assert_eq!(offered_to(&a), vec![(SessionId(1), "owner".to_string())]);
+        d.attached(SessionId(1), Some("owner"), 5).unwrap();
+        assert!(
+            verdicts(&drain(&mut d, t0)).is_empty(),
+            "not before it held"
+        );
+        d.attach_held(SessionId(1), 5);
+        assert_eq!(
+            verdicts(&drain(&mut d, t0)),
+            vec![(SessionId(1), ResumeVerdict::Accepted)]
+        );
+        // Decided once: the session is an ordinary owned one from here.
+        d.attach_held(SessionId(1), 5);
+        assert!(drain(&mut d, t0).is_empty());
+    }
+
+    #[test]
+    fn a_stale_decline_ends_a_resume_at_once_and_asks_nobody_else() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("owner", 4).unwrap();
+        d.register("other", 4).unwrap();
+        d.new_session(t0, SessionId(1), resume_info("owner"));
+        drain(&mut d, t0);
+        d.rejected(t0, SessionId(1), "owner", 1, true);
+        let a = drain(&mut d, t0);
+        assert_eq!(verdicts(&a), vec![(SessionId(1), ResumeVerdict::Stale)]);
+        assert!(offered_to(&a).is_empty(), "{a:?}");
+        assert_eq!(d.holder(SessionId(1)), None);
+    }
+
+    #[test]
+    fn a_resume_nobody_knows_is_offered_to_every_worker_then_unknown() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        for w in ["a", "b", "c", "d"] {
+            d.register(w, 4).unwrap();
+        }
+        // The owner is not registered here: any worker may serve the call.
+        d.new_session(t0, SessionId(1), resume_info("gone"));
+        let mut asked = Vec::new();
+        loop {
+            let a = drain(&mut d, t0);
+            if let Some(v) = verdicts(&a).first() {
+                assert_eq!(*v, (SessionId(1), ResumeVerdict::Unknown));
+                break;
+            }
+            let (_, w) = offered_to(&a).pop().expect("an offer");
+            asked.push(w.clone());
+            d.rejected(t0, SessionId(1), &w, 0, false);
+        }
+        asked.sort();
+        // More workers than --max-dispatch-attempts (3): each is asked once.
+        assert_eq!(asked, ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn a_stale_flag_on_an_ordinary_session_is_an_ordinary_decline() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.register("a", 4).unwrap();
+        d.register("b", 4).unwrap();
+        d.new_session(t0, SessionId(1), SessionInfo::default());
+        let (_, w) = offered_to(&drain(&mut d, t0)).pop().unwrap();
+        d.rejected(t0, SessionId(1), &w, 0, true);
+        let a = drain(&mut d, t0);
+        assert!(verdicts(&a).is_empty());
+        assert_eq!(offered_to(&a).len(), 1, "offered to the other worker");
+    }
+
+    #[test]
+    fn a_resume_that_waits_out_the_dispatch_timeout_has_no_backend() {
+        let t0 = Instant::now();
+        let mut d = Dispatcher::new(cfg());
+        d.new_session(t0, SessionId(1), resume_info(""));
+        assert!(drain(&mut d, t0).is_empty());
+        let a = drain(&mut d, t0 + Duration::from_secs(10));
+        assert_eq!(verdicts(&a), vec![(SessionId(1), ResumeVerdict::NoBackend)]);
     }
 }

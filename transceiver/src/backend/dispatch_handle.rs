@@ -4,7 +4,7 @@
 //! This is the only part of the backend side the control plane depends on, the way a media
 //! loop's `LoopHandle` is the only part of a loop it holds.
 
-use crate::backend::dispatch::SessionInfo;
+use crate::backend::dispatch::{ResumeVerdict, SessionInfo};
 
 use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
@@ -34,13 +34,23 @@ pub enum DispatchMsg {
         session: SessionId,
         /// The offer declined (`Reject.attempt`; 0: whichever is open).
         attempt: u32,
+        /// `Reject.reason` was "resume_stale": the worker serves the call at a later generation.
+        stale_resume: bool,
     },
     WorkerGone {
         worker: String,
     },
     NewSession {
         id: SessionId,
-        info: SessionInfo,
+        /// Boxed: the metadata maps make it much larger than the other messages.
+        info: Box<SessionInfo>,
+        /// For a resume: where its verdict goes (the POST waits on it).
+        verdict: Option<oneshot::Sender<ResumeVerdict>>,
+    },
+    /// Which worker holds session `id` (for the resume credential it mints).
+    Holder {
+        id: SessionId,
+        reply: oneshot::Sender<Option<String>>,
     },
     Attached {
         id: SessionId,
@@ -83,6 +93,13 @@ impl DispatchHandle {
     pub async fn send(&self, msg: DispatchMsg) {
         // The dispatcher task lives as long as the process; a failed send means shutdown.
         let _ = self.tx.send(msg).await;
+    }
+
+    /// The worker that holds session `id`, if any.
+    pub async fn holder(&self, id: SessionId) -> Option<String> {
+        let (reply, rx) = oneshot::channel();
+        self.send(DispatchMsg::Holder { id, reply }).await;
+        rx.await.ok().flatten()
     }
 
     pub async fn has_room(&self) -> bool {

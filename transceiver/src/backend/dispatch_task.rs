@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::mpsc;
+use tokio::sync::oneshot;
 use tonic::Status;
-use voxgate_proto::bridge::{worker_command, Dispatch, WorkerCommand};
+use voxgate_proto::bridge::{worker_command, Dispatch, ResumeOffer, WorkerCommand};
 
-use crate::backend::dispatch::{DispatchAction, Dispatcher};
+use crate::backend::dispatch::{DispatchAction, Dispatcher, ResumeVerdict};
 use crate::backend::dispatch_handle::{DispatchMsg, WorkerTx};
 use crate::control::plane::ControlPlane;
-use crate::media::session::EndReason;
+use crate::media::session::{EndReason, SessionId};
 
 /// Runs the dispatcher until the control plane goes away.
 pub async fn run_dispatcher(
@@ -23,6 +24,7 @@ pub async fn run_dispatcher(
     let mut task = DispatchTask {
         dispatcher,
         workers: HashMap::new(),
+        verdicts: HashMap::new(),
         control,
     };
     loop {
@@ -49,6 +51,8 @@ pub async fn run_dispatcher(
 struct DispatchTask {
     dispatcher: Dispatcher,
     workers: HashMap<String, WorkerTx>,
+    /// Resumes whose POST waits for the verdict.
+    verdicts: HashMap<SessionId, oneshot::Sender<ResumeVerdict>>,
     control: Arc<ControlPlane>,
 }
 
@@ -78,9 +82,11 @@ impl DispatchTask {
                 worker,
                 session,
                 attempt,
+                stale_resume,
             } => {
-                tracing::info!(%worker, %session, attempt, "worker declined session");
-                self.dispatcher.rejected(now, session, &worker, attempt);
+                tracing::info!(%worker, %session, attempt, stale_resume, "worker declined session");
+                self.dispatcher
+                    .rejected(now, session, &worker, attempt, stale_resume);
             }
             DispatchMsg::WorkerGone { worker } => {
                 if self.workers.remove(&worker).is_some() {
@@ -88,7 +94,15 @@ impl DispatchTask {
                     self.dispatcher.worker_gone(now, &worker);
                 }
             }
-            DispatchMsg::NewSession { id, info } => self.dispatcher.new_session(now, id, info),
+            DispatchMsg::NewSession { id, info, verdict } => {
+                if let Some(tx) = verdict {
+                    self.verdicts.insert(id, tx);
+                }
+                self.dispatcher.new_session(now, id, *info);
+            }
+            DispatchMsg::Holder { id, reply } => {
+                let _ = reply.send(self.dispatcher.holder(id).map(str::to_string));
+            }
             DispatchMsg::Attached {
                 id,
                 worker,
@@ -103,7 +117,11 @@ impl DispatchTask {
                     tracing::info!(session = %id, "backend stream lost; re-dispatching");
                 }
             }
-            DispatchMsg::Ended { id } => self.dispatcher.session_ended(id),
+            DispatchMsg::Ended { id } => {
+                // A resume that ended before its verdict: its POST sees the sender dropped.
+                self.verdicts.remove(&id);
+                self.dispatcher.session_ended(id);
+            }
             DispatchMsg::HasRoom { reply } => {
                 let _ = reply.send(self.dispatcher.has_room());
             }
@@ -126,8 +144,15 @@ impl DispatchTask {
                     attempt,
                 } => {
                     let info = *info;
+                    let resume = info.resume.map(|r| ResumeOffer {
+                        call_id: r.call_id.to_string(),
+                        generation: r.generation,
+                        previous_session_id: r.previous_session.to_string(),
+                    });
                     let cmd = WorkerCommand {
                         kind: Some(worker_command::Kind::Dispatch(Dispatch {
+                            call_id: info.call_id.unwrap_or(session).to_string(),
+                            resume,
                             session_id: session.to_string(),
                             metadata: info.metadata,
                             attempt,
@@ -150,6 +175,17 @@ impl DispatchTask {
                 DispatchAction::End { session } => {
                     tracing::info!(%session, "no backend took the session; ending it");
                     self.control.end_session(session, EndReason::NoBackend);
+                }
+                DispatchAction::Decided { session, verdict } => {
+                    tracing::info!(%session, verdict = verdict.outcome(), "resume decided");
+                    let told = self
+                        .verdicts
+                        .remove(&session)
+                        .is_some_and(|tx| tx.send(verdict).is_ok());
+                    // Its POST is gone (the client left): a refused resume still ends.
+                    if !told && verdict != ResumeVerdict::Accepted {
+                        self.control.end_session(session, EndReason::ResumeRefused);
+                    }
                 }
             }
         }

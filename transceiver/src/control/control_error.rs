@@ -41,11 +41,50 @@ pub enum ControlError {
     NotFound,
     #[error("{0}")]
     Conflict(String),
+    #[error("{0}")]
+    Resume(#[from] ResumeFailure),
     #[error("internal error: {0}")]
     Internal(String),
 }
 
+/// Why a resume (a POST with a resume credential) did not continue its call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeFailure {
+    #[error("this resume credential was used already")]
+    Replayed,
+    #[error("too many resumes are in progress on this transceiver")]
+    TableFull,
+    #[error("the call was resumed with this credential already (the backend serves it on)")]
+    Stale,
+    #[error("no backend serves this call any more; start a new call")]
+    Unknown,
+    #[error("no backend answered the resume in time; retry")]
+    NoBackend,
+}
+
+impl ResumeFailure {
+    /// The `outcome` label of `voxgate_resume_total`.
+    pub fn outcome(self) -> &'static str {
+        match self {
+            ResumeFailure::Replayed => "replayed",
+            ResumeFailure::TableFull => "table_full",
+            ResumeFailure::Stale => "stale",
+            ResumeFailure::Unknown => "unknown",
+            ResumeFailure::NoBackend => "no_backend",
+        }
+    }
+}
+
 impl ControlError {
+    /// For a failed resume, the `outcome` label of `voxgate_resume_total`: its own, or
+    /// "refused" for an admission refusal (rate limit, capacity, a bad offer, ...).
+    pub fn resume_outcome(&self) -> &'static str {
+        match self {
+            ControlError::Resume(f) => f.outcome(),
+            _ => "refused",
+        }
+    }
+
     /// For a refused new session (503), the `reason` label of `voxgate_sessions_refused_total`.
     pub fn refusal_reason(&self) -> Option<&'static str> {
         match self {

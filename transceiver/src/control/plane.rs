@@ -24,7 +24,8 @@ use crate::control::ingress::{IngressChoice, IngressSelector};
 use crate::control::offer::validate_offer;
 use crate::control::process_load::{projected, usable_cores, RecentTalkers, YoungSessions};
 use crate::control::rate_limit::{RateLimitConfig, RateLimiter};
-use crate::control::registry::{Refusal, Registry};
+use crate::control::registry::{CallOf, Refusal, Registry};
+use crate::control::resume_gate::{new_call, resume_of, settle, ResumeGate, ResumeUse};
 use crate::control::talk_crest::{TalkCrest, TALK_SWING_OVER_FLOOR};
 use crate::media::audio_bridge::{EncoderSettings, OwnerEndpoints, StartedTalking, TapSubscriber};
 use crate::media::busy_meter::SharedBusy;
@@ -32,7 +33,7 @@ use crate::media::command::{Command, LoopEvent, SessionEnded};
 use crate::media::event_loop::LoopHandle;
 use crate::media::session::AttachError;
 use crate::media::session::{
-    Candidates, EndReason, Session, SessionError, SessionId, SessionParams, SessionSnapshot,
+    Candidates, EndReason, Session, SessionId, SessionParams, SessionSnapshot,
 };
 use crate::metrics::{Metrics, OfferStage};
 
@@ -42,6 +43,10 @@ pub struct Created {
     pub answer: String,
     /// The relay ingress the answer advertises (`None` in direct mode).
     pub ingress: Option<IngressChoice>,
+    /// The call the session carries (for its resume credential).
+    pub call: CallOf,
+    /// The worker that took a resumed call (`None` for a new call: none has yet).
+    pub worker: Option<String>,
 }
 
 /// What the signaling edge learned about who asks for a new session.
@@ -91,7 +96,7 @@ pub struct ControlPlaneConfig {
 
 pub struct ControlPlane {
     loops: Vec<LoopHandle>,
-    registry: Registry,
+    pub(super) registry: Registry,
     pub metrics: Arc<Metrics>,
     config: ControlPlaneConfig,
     cert: DtlsCert,
@@ -118,9 +123,11 @@ pub struct ControlPlane {
     dispatch: DispatchHandle,
     /// Held only for one bucket update, never across an await.
     rate_limiter: Mutex<RateLimiter>,
-    restart_limiter: Mutex<RateLimiter>,
+    pub(super) restart_limiter: Mutex<RateLimiter>,
     /// The sessions each per-call token has created (held for one update at a time).
     token_uses: Mutex<TokenUses>,
+    /// The (call, generation) pairs resumed here.
+    resume_gate: ResumeGate,
 }
 
 impl ControlPlane {
@@ -149,6 +156,7 @@ impl ControlPlane {
                 Instant::now(),
             )),
             token_uses: Mutex::new(TokenUses::default()),
+            resume_gate: ResumeGate::default(),
             young: Mutex::new(YoungSessions::new(config.max_sessions)),
             talkers: Mutex::new(RecentTalkers::new(config.max_sessions)),
             crest: Mutex::new(TalkCrest::new(config.max_sessions)),
@@ -315,7 +323,7 @@ impl ControlPlane {
     }
 
     /// Mints fresh ICE credentials whose ufrag routes to `loop_index`.
-    fn mint_credentials(&self, loop_index: usize) -> (String, String) {
+    pub(super) fn mint_credentials(&self, loop_index: usize) -> (String, String) {
         let hint = RoutingHint {
             cluster_id: self.config.cluster_id,
             loop_addr: SocketAddr::new(
@@ -388,6 +396,9 @@ impl ControlPlane {
             _ => None,
         };
         let token_use = take_use(&self.token_uses, claims, unix_now())?;
+        // A resume continues the credential's call, once: a second resume with it here is
+        // refused before any work (across transceivers, the backend refuses it).
+        let (resume, resume_use) = self.resume_gate.take(&requester.credential)?;
         let (offer, summary) = validate_offer(body)?;
         let started = Instant::now();
         if self.config.require_backend && !self.dispatch.has_room().await {
@@ -397,6 +408,7 @@ impl ControlPlane {
         let reservation = self.reserve_loop(client)?;
         let loop_index = reservation.loop_index;
         let id = SessionId::random();
+        let call = new_call(id, &requester.credential);
         let (ufrag, pass) = self.mint_credentials(loop_index);
         let (candidates, ingress) = self.candidates_for(loop_index, requester);
         let params = SessionParams {
@@ -410,6 +422,8 @@ impl ControlPlane {
             audio_mid: summary.audio_mid,
             encoder: self.config.encoder,
             metadata: metadata.merged(),
+            call_id: call.call_id,
+            generation: call.generation,
         };
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         // Inline on this worker: an accept is cheap (the `setup/accept` bench measures it, with
@@ -433,9 +447,7 @@ impl ControlPlane {
         }
         // Commit before awaiting: the loop may end the session (and report it) at any time
         // after inserting it.
-        let creator = requester.credential.creator();
-        self.registry
-            .commit(reservation, id, ingress.clone(), creator);
+        self.registry.commit(reservation, id, ingress.clone(), call);
         token_use.keep();
         self.young
             .lock()
@@ -469,17 +481,48 @@ impl ControlPlane {
             caller_metadata: metadata.caller,
             ingress: ingress_name,
             ingress_reason: ingress_reason.to_string(),
+            call_id: Some(call.call_id),
+            resume: resume.map(|r| resume_of(call, r)),
         };
-        self.dispatch
-            .send(DispatchMsg::NewSession { id, info })
-            .await;
+        let worker = self.hand_off(id, call, info, resume_use).await?;
         self.metrics
             .offer_stage(OfferStage::Answer, started.elapsed());
         Ok(Created {
             id,
             answer,
             ingress,
+            call,
+            worker,
         })
+    }
+
+    /// Hands new session `id` (of `call`) to the dispatcher. A resume (`taken`: its credential's
+    /// (call, generation)) waits for the backend's verdict and returns the worker that took the
+    /// call; a refused resume ends the session.
+    async fn hand_off(
+        &self,
+        id: SessionId,
+        call: CallOf,
+        info: SessionInfo,
+        taken: Option<ResumeUse<'_>>,
+    ) -> Result<Option<String>, ControlError> {
+        let (verdict_tx, verdict_rx) = oneshot::channel();
+        let verdict = taken.is_some().then_some(verdict_tx);
+        let info = Box::new(info);
+        self.dispatch
+            .send(DispatchMsg::NewSession { id, info, verdict })
+            .await;
+        let Some(taken) = taken else {
+            return Ok(None);
+        };
+        if let Err(failure) = settle(verdict_rx, taken).await {
+            tracing::info!(session = %id, outcome = failure.outcome(), "resume refused; ending the new session");
+            self.end_session(id, EndReason::ResumeRefused);
+            self.registry.remove(id);
+            return Err(failure.into());
+        }
+        tracing::info!(session = %id, call = %call.call_id, generation = call.generation, "call resumed");
+        Ok(self.dispatch.holder(id).await)
     }
 
     /// The loop of session `id`, if `caller` controls it; `NotFound` otherwise, whether it
@@ -556,52 +599,6 @@ impl ControlPlane {
             {
                 tracing::warn!(session = %id, "could not end session: loop queue full");
             }
-        }
-    }
-
-    /// ICE restart: the session stays on its loop; a new ufrag is minted for that loop. Each
-    /// costs str0m an offer and the loop a reworked session, so a session's restarts and a
-    /// client IP's are rate-limited before the offer is looked at.
-    pub async fn ice_restart(
-        &self,
-        id: SessionId,
-        body: &[u8],
-        requester: &Requester,
-    ) -> Result<String, ControlError> {
-        let loop_index = self.loop_for(id, &requester.credential)?;
-        let now = Instant::now();
-        self.registry
-            .take_restart(id, now)
-            .map_err(ControlError::SessionRestartLimited)?;
-        if let Some(ip) = requester.client {
-            let mut limiter = self
-                .restart_limiter
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            limiter
-                .check(now, ip)
-                .map_err(ControlError::AddressRestartLimited)?;
-        }
-        let (offer, _) = validate_offer(body)?;
-        let (ufrag, pass) = self.mint_credentials(loop_index);
-        let (tx, rx) = oneshot::channel();
-        let cmd = Command::IceRestart {
-            id,
-            offer: Box::new(offer),
-            ufrag,
-            pass,
-            reply: tx,
-        };
-        self.loops[loop_index]
-            .send(cmd)
-            .map_err(|e| ControlError::LoopBusy(e.0))?;
-        match rx.await.ok().flatten() {
-            None => Err(ControlError::NotFound),
-            Some(Ok(answer)) => Ok(answer),
-            Some(Err(SessionError::NotConnected)) => Err(ControlError::Conflict(
-                SessionError::NotConnected.to_string(),
-            )),
-            Some(Err(e)) => Err(ControlError::Rejected(e.to_string())),
         }
     }
 

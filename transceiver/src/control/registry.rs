@@ -23,6 +23,16 @@ use crate::control::ingress::IngressChoice;
 use crate::control::rate_limit::{client_key, TokenBucket, RESTARTS_PER_SESSION};
 use crate::media::session::SessionId;
 
+/// Whose call a session carries: the credential that created the call (only it, the
+/// operator, and the call's resume credentials control the session), the call's id (its first
+/// session's) and this session's generation in it (1 for the first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallOf {
+    pub creator: Creator,
+    pub call_id: SessionId,
+    pub generation: u32,
+}
+
 /// What the index knows of a live session.
 #[derive(Debug)]
 struct Entry {
@@ -31,8 +41,8 @@ struct Entry {
     client: Option<IpAddr>,
     /// The relay ingress its answer advertised (`None` in direct mode).
     ingress: Option<IngressChoice>,
-    /// The credential that created it.
-    creator: Creator,
+    /// Who created its call, and which call (and generation) it carries.
+    call: CallOf,
     /// Its ICE restarts ([`RESTARTS_PER_SESSION`]).
     restarts: TokenBucket,
 }
@@ -173,7 +183,7 @@ impl Registry {
         mut r: Reservation<'_>,
         id: SessionId,
         ingress: Option<IngressChoice>,
-        creator: Creator,
+        call: CallOf,
     ) {
         let mut g = self.lock();
         g.reserved -= 1;
@@ -181,7 +191,7 @@ impl Registry {
             loop_index: r.loop_index,
             client: r.client,
             ingress,
-            creator,
+            call,
             restarts: TokenBucket::full(&RESTARTS_PER_SESSION, Instant::now()),
         };
         g.sessions.insert(id, entry);
@@ -198,7 +208,18 @@ impl Registry {
     pub fn loop_for(&self, id: SessionId, caller: &Credential) -> Option<usize> {
         let g = self.lock();
         let e = g.sessions.get(&id)?;
-        caller.controls(&e.creator).then_some(e.loop_index)
+        caller
+            .controls(&e.call.creator, e.call.call_id.0)
+            .then_some(e.loop_index)
+    }
+
+    /// Session `id`'s call, if it exists and `caller` controls it.
+    pub fn call_of(&self, id: SessionId, caller: &Credential) -> Option<CallOf> {
+        let g = self.lock();
+        let e = g.sessions.get(&id)?;
+        caller
+            .controls(&e.call.creator, e.call.call_id.0)
+            .then_some(e.call)
     }
 
     /// Takes an ICE restart from session `id`'s bucket at `now`; `Err` holds the wait until
@@ -249,6 +270,14 @@ impl Registry {
 mod tests {
     use super::*;
 
+    fn first_call(creator: Creator, id: u128) -> CallOf {
+        CallOf {
+            creator,
+            call_id: SessionId(id),
+            generation: 1,
+        }
+    }
+
     fn registry(loops: usize, max: usize, per_client: usize) -> Registry {
         Registry::new(loops, max, per_client, Gauge::default())
     }
@@ -259,8 +288,8 @@ mod tests {
         let a = r.reserve(None, |_| true).unwrap();
         let b = r.reserve(None, |_| true).unwrap();
         assert_ne!(a.loop_index, b.loop_index);
-        r.commit(a, SessionId(1), None, Creator::Anyone);
-        r.commit(b, SessionId(2), None, Creator::Anyone);
+        r.commit(a, SessionId(1), None, first_call(Creator::Anyone, 1));
+        r.commit(b, SessionId(2), None, first_call(Creator::Anyone, 2));
         assert_eq!(r.len(), 2);
         assert!(r.remove(SessionId(1)));
         assert!(!r.remove(SessionId(1)));
@@ -306,7 +335,7 @@ mod tests {
         let a = r.reserve(None, |_| true).unwrap();
         let b = r.reserve(None, |_| true).unwrap();
         assert_eq!(g.get(), 2);
-        r.commit(a, SessionId(1), None, Creator::Anyone);
+        r.commit(a, SessionId(1), None, first_call(Creator::Anyone, 1));
         assert_eq!(g.get(), 2);
         drop(b);
         assert_eq!(g.get(), 1);
@@ -320,7 +349,7 @@ mod tests {
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         let other: IpAddr = "10.0.0.2".parse().unwrap();
         let a = r.reserve(Some(ip), |_| true).unwrap();
-        r.commit(a, SessionId(1), None, Creator::Anyone);
+        r.commit(a, SessionId(1), None, first_call(Creator::Anyone, 1));
         let _b = r.reserve(Some(ip), |_| true).unwrap();
         assert_eq!(
             r.reserve(Some(ip), |_| true).unwrap_err(),
@@ -358,7 +387,7 @@ mod tests {
             })
         };
         let a = r.reserve(None, |_| true).unwrap();
-        r.commit(a, SessionId(1), None, call(1).creator());
+        r.commit(a, SessionId(1), None, first_call(call(1).creator(), 1));
         assert_eq!(r.loop_for(SessionId(1), &call(1)), Some(0));
         assert_eq!(r.loop_for(SessionId(1), &call(2)), None);
         assert_eq!(r.loop_for(SessionId(1), &Credential::Operator), Some(0));
@@ -369,7 +398,7 @@ mod tests {
     fn a_session_restarts_a_few_times_then_at_its_rate() {
         let r = registry(1, 10, 0);
         let a = r.reserve(None, |_| true).unwrap();
-        r.commit(a, SessionId(1), None, Creator::Anyone);
+        r.commit(a, SessionId(1), None, first_call(Creator::Anyone, 1));
         let now = Instant::now();
         for _ in 0..RESTARTS_PER_SESSION.burst {
             assert!(r.take_restart(SessionId(1), now).is_ok());

@@ -3,6 +3,8 @@
 //! - `POST /v1/sessions` (`application/sdp`) → `201`, `Location: /v1/sessions/{id}`, answer SDP
 //! - `PATCH /v1/sessions/{id}` (`application/sdp`, a new offer) → `200` + answer: ICE restart
 //! - `DELETE /v1/sessions/{id}` → `204`;  `GET /v1/sessions/{id}` → JSON state and counters
+//! - `GET /v1/sessions/{id}/resume` → `200` + a fresh resume credential (docs/continuity.md)
+//! - `POST /v1/sessions` with `Authorization: Bearer vr1....` → the call resumes on a new session
 //! - `GET /healthz`, `GET /readyz`, `GET /metrics`, and a demo page at `/`
 //!
 //! This is the HTTP edge only: it checks auth and content types, reads the caller's metadata
@@ -27,10 +29,12 @@ use tower_http::cors::CorsLayer;
 use voxgate_metrics_exposition::Format;
 
 use crate::auth::token_uses::UseRefused;
-use crate::auth::{Authenticator, Credential};
+use crate::auth::{AuthError, Authenticator, Credential, ResumeClaims};
 use crate::control::call_metadata::{caller_metadata, CallMetadata};
 use crate::control::client_origin::ProxyTrust;
+use crate::control::control_error::ResumeFailure;
 use crate::control::plane::{ControlError, ControlPlane, Requester};
+use crate::control::registry::CallOf;
 use crate::control::signaling_server::peer_addr;
 use crate::media::session::SessionId;
 
@@ -51,11 +55,17 @@ pub struct AppState {
     pub public_url: Option<Arc<str>>,
     /// Which peers are proxies whose X-Forwarded-For and ingress header are believed.
     pub proxy_trust: Arc<ProxyTrust>,
+    /// How long a minted resume credential is valid.
+    pub resume_ttl: Duration,
 }
 
 /// Response headers of a `201` that name the chosen relay ingress and why.
 const INGRESS_HEADER: &str = "x-voxgate-ingress";
 const INGRESS_REASON_HEADER: &str = "x-voxgate-ingress-reason";
+/// Response headers of a `201`, a `200` to PATCH and the `/resume` refresh: the session's
+/// resume credential and how many seconds it is valid.
+const RESUME_HEADER: &str = "x-voxgate-resume";
+const RESUME_TTL_HEADER: &str = "x-voxgate-resume-ttl";
 
 pub fn router(state: AppState) -> Router {
     let max_body_bytes = state.max_body_bytes;
@@ -65,6 +75,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/sessions/{id}",
             get(get_session).delete(delete_session).patch(patch_session),
         )
+        .route("/v1/sessions/{id}/resume", get(refresh_resume))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             read_body_in_time,
@@ -79,6 +90,8 @@ pub fn router(state: AppState) -> Router {
             header::LOCATION,
             header::HeaderName::from_static(INGRESS_HEADER),
             header::HeaderName::from_static(INGRESS_REASON_HEADER),
+            header::HeaderName::from_static(RESUME_HEADER),
+            header::HeaderName::from_static(RESUME_TTL_HEADER),
         ]);
     Router::new()
         .route("/", get(|| async { Html(INDEX_HTML) }))
@@ -120,6 +133,13 @@ impl IntoResponse for ControlError {
             ControlError::TokenUse(UseRefused::Full) => StatusCode::SERVICE_UNAVAILABLE,
             ControlError::NotFound => StatusCode::NOT_FOUND,
             ControlError::Conflict(_) => StatusCode::CONFLICT,
+            ControlError::Resume(ResumeFailure::Replayed | ResumeFailure::Stale) => {
+                StatusCode::CONFLICT
+            }
+            ControlError::Resume(ResumeFailure::Unknown) => StatusCode::GONE,
+            ControlError::Resume(ResumeFailure::TableFull | ResumeFailure::NoBackend) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let retry_after = match &self {
@@ -170,6 +190,9 @@ async fn require_token(State(state): State<AppState>, mut req: Request, next: Ne
         }
         Err(e) => {
             state.control.metrics.signaling_rejected(e.reason());
+            if let AuthError::Resume(r) = &e {
+                state.control.metrics.resume(r.outcome());
+            }
             (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -266,12 +289,17 @@ async fn create_session(
         }
     };
     let metadata = CallMetadata { signed, caller };
+    let resuming = matches!(credential, Credential::Resume(_));
     let requester = requester(&state, &extensions, &headers, credential);
-    let created = state
-        .control
-        .create(&body, metadata, &requester)
-        .await
-        .map_err(|e| counted(&state, e))?;
+    let created = state.control.create(&body, metadata, &requester).await;
+    if resuming {
+        let outcome = match &created {
+            Ok(_) => "resumed",
+            Err(e) => e.resume_outcome(),
+        };
+        state.control.metrics.resume(outcome);
+    }
+    let created = created.map_err(|e| counted(&state, e))?;
     let location = format!(
         "{}/v1/sessions/{}",
         state.public_url.as_deref().unwrap_or(""),
@@ -296,7 +324,70 @@ async fn create_session(
             HeaderValue::from_static(choice.reason.as_str()),
         );
     }
+    let claims = resume_claims(&state, created.id, created.call, created.worker);
+    insert_resume_headers(&state, resp.headers_mut(), &claims);
     Ok(resp)
+}
+
+/// The claims of a credential for session `id` of `call`, valid from now for the TTL.
+fn resume_claims(
+    state: &AppState,
+    id: SessionId,
+    call: CallOf,
+    worker: Option<String>,
+) -> ResumeClaims {
+    ResumeClaims {
+        call_id: call.call_id.0,
+        generation: call.generation,
+        session_id: id.0,
+        worker: worker.unwrap_or_default(),
+        creator: call.creator,
+        expires_at: unix_now() + state.resume_ttl.as_secs(),
+    }
+}
+
+fn insert_resume_headers(state: &AppState, headers: &mut HeaderMap, claims: &ResumeClaims) {
+    // Base64url and dots only: always a valid header value.
+    if let Ok(v) = HeaderValue::from_str(&state.auth.resume_key.mint(claims)) {
+        headers.insert(RESUME_HEADER, v);
+    }
+    headers.insert(
+        RESUME_TTL_HEADER,
+        HeaderValue::from(state.resume_ttl.as_secs()),
+    );
+}
+
+/// `GET /v1/sessions/{id}/resume`: a fresh resume credential for a live session, for whoever
+/// controls it (the client refreshes its credential while the call lives).
+async fn refresh_resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Extension(credential): Extension<Credential>,
+) -> Result<Response, ControlError> {
+    let id = parse_id(&id).map_err(|e| counted(&state, e))?;
+    let (call, worker) = state
+        .control
+        .resume_claims_for(id, &credential)
+        .await
+        .map_err(|e| counted(&state, e))?;
+    let claims = resume_claims(&state, id, call, worker);
+    let mut resp = (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/plain"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        state.auth.resume_key.mint(&claims),
+    )
+        .into_response();
+    insert_resume_headers(&state, resp.headers_mut(), &claims);
+    Ok(resp)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Who asks, judged by [`ProxyTrust`]: the client IP for per-IP limits and CIDR rules, and the
@@ -358,12 +449,21 @@ async fn patch_session(
         .ice_restart(id, &body, &requester)
         .await
         .map_err(|e| counted(&state, e))?;
-    Ok((
+    let mut resp = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/sdp")],
         answer,
     )
-        .into_response())
+        .into_response();
+    if let Ok((call, worker)) = state
+        .control
+        .resume_claims_for(id, &requester.credential)
+        .await
+    {
+        let claims = resume_claims(&state, id, call, worker);
+        insert_resume_headers(&state, resp.headers_mut(), &claims);
+    }
+    Ok(resp)
 }
 
 async fn delete_session(
@@ -392,8 +492,11 @@ async fn get_session(
         .await
         .map_err(|e| counted(&state, e))?;
     let ingress = state.control.ingress_of(id);
+    let call = state.control.call_of(id, &credential);
     Ok(Json(SessionView {
         snapshot: snap,
+        call_id: call.map(|c| c.call_id.to_string()),
+        generation: call.map(|c| c.generation),
         ingress: ingress.as_ref().map(|c| &*c.name),
         ingress_reason: ingress.as_ref().map(|c| c.reason.as_str()),
     })
@@ -405,6 +508,10 @@ async fn get_session(
 struct SessionView<'a> {
     #[serde(flatten)]
     snapshot: crate::media::session::SessionSnapshot,
+    /// The call the session carries (its own id unless it resumed one), and its generation in
+    /// it (1 for the call's first session).
+    call_id: Option<String>,
+    generation: Option<u32>,
     /// The relay ingress the answer advertised (`null` in direct mode), and why.
     ingress: Option<&'a str>,
     ingress_reason: Option<&'static str>,

@@ -84,6 +84,10 @@ pub struct SessionParams {
     pub encoder: EncoderSettings,
     /// Signaling metadata, handed to the backend in the ATTACHED event.
     pub metadata: HashMap<String, String>,
+    /// The call the session carries (`id` for a new call) and its generation in it (1 for a
+    /// call's first session, +1 per resume).
+    pub call_id: SessionId,
+    pub generation: u32,
 }
 
 pub struct Session {
@@ -158,6 +162,8 @@ impl Session {
             ));
         }
         let span = tracing::info_span!("session", id = %params.id);
+        let mut bridge = AudioBridge::new(params.id.to_string(), params.encoder);
+        bridge.set_call(params.call_id.to_string(), params.generation);
         let session = Session {
             id: params.id,
             serial,
@@ -168,7 +174,7 @@ impl Session {
             opus_pt: None,
             channel: None,
             channel_labels: Vec::new(),
-            bridge: AudioBridge::new(params.id.to_string(), params.encoder),
+            bridge,
             metadata: params.metadata,
             owner_lost: None,
             close_at: None,

@@ -29,6 +29,11 @@ pub(super) struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct OutcomeLabel {
+    pub(super) outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct StageLabel {
     pub(super) stage: String,
 }

@@ -14,7 +14,7 @@ use crate::metrics::quality_histograms::QualityHistograms;
 
 use crate::metrics::labels::{
     offer_histogram, CodecKey, CodecLabel, GrpcRefusal, HeaderLabel, IngressLabel, MultiplexDrop,
-    OfferStage, ReasonLabel, StageLabel, StatusLabel,
+    OfferStage, OutcomeLabel, ReasonLabel, StageLabel, StatusLabel,
 };
 use crate::metrics::loop_metrics::{LoopFamilies, LoopMetrics};
 
@@ -45,6 +45,8 @@ pub struct Metrics {
     /// Control-plane hardening (issue 11): admission slots, refusals by reason, backends.
     sessions_reserved: Gauge,
     signaling_rejected: Family<ReasonLabel, Counter>,
+    /// Resume POSTs (docs/continuity.md), by outcome.
+    resumes: Family<OutcomeLabel, Counter>,
     backend_stalls: Counter,
     /// Admission's estimate of a talking PCM session (see `control::codec_cost`).
     codec_cost: Family<CodecLabel, Gauge<f64, AtomicU64>>,
@@ -96,6 +98,7 @@ impl Metrics {
             grpc_rejected: Family::default(),
             sessions_reserved: Gauge::default(),
             signaling_rejected: Family::default(),
+            resumes: Family::default(),
             backend_stalls: Counter::default(),
             codec_cost: Family::default(),
             talking_counted: Counter::default(),
@@ -240,6 +243,12 @@ impl Metrics {
             self.signaling_rejected.clone(),
         );
         registry.register(
+            "resume",
+            "Resume POSTs (a call continued on a new session), by outcome: resumed, invalid, \
+             expired, replayed, stale, unknown, no_backend, refused (admission), table_full",
+            self.resumes.clone(),
+        );
+        registry.register(
             "backend_stalls",
             "Backend streams dropped because their uplink queue stayed full past --backend-stall-secs",
             self.backend_stalls.clone(),
@@ -337,6 +346,15 @@ impl Metrics {
         self.signaling_rejected
             .get_or_create(&ReasonLabel {
                 reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// A resume POST's outcome; `outcome` is a fixed word.
+    pub fn resume(&self, outcome: &str) {
+        self.resumes
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
             })
             .inc();
     }

@@ -15,7 +15,7 @@ use voxgate_backend_kit::{
 };
 use voxgate_proto::bridge::{
     downlink, session_event, uplink, Attach, AudioChunk, AudioMode, ChannelDownlink, Clear,
-    Cleared, OpusEncoder, PlaybackProgress,
+    Cleared, OpusEncoder, PlaybackProgress, ResumeOffer,
 };
 
 /// How the worker's sessions reach the transceiver: a `Session` stream each, or one
@@ -37,6 +37,9 @@ pub fn tone(hz: f32, secs: f32, rate: u32) -> Vec<i16> {
 #[derive(Debug, Default, Clone)]
 pub struct SessionLog {
     pub attempt: u32,
+    /// `Dispatch.call_id`, and `Dispatch.resume` when the session resumed a call.
+    pub call_id: String,
+    pub resume: Option<ResumeOffer>,
     pub metadata: HashMap<String, String>,
     /// (sequence, concealed, received at)
     pub frames: Vec<(u64, bool, Instant)>,
@@ -61,6 +64,37 @@ struct Shared {
     /// The worker's `Multiplex` stream, and whether its reader stops (all its calls at once).
     mux: Mutex<Option<Arc<MultiplexClient<Recorder>>>>,
     mux_stalled: Arc<AtomicBool>,
+    /// The calls this worker serves, by call id, at the generation it serves each at: a
+    /// resume is taken at that generation only ("resume_stale" below it, "resume_unknown"
+    /// for a call it never served), as the Python SDK decides.
+    calls: Mutex<HashMap<String, u32>>,
+    /// Resume offers declined, with the reason.
+    pub declined: Mutex<Vec<(String, String)>>,
+}
+
+/// What a worker that serves calls does with an offer: attach it (`None`), or decline it with
+/// a reason (a resume of a call it does not serve at that generation).
+fn resume_decision(shared: &Shared, dispatch: &voxgate_proto::bridge::Dispatch) -> Option<String> {
+    let call_id = if dispatch.call_id.is_empty() {
+        dispatch.session_id.clone()
+    } else {
+        dispatch.call_id.clone()
+    };
+    let mut calls = shared.calls.lock().unwrap();
+    match &dispatch.resume {
+        None => {
+            calls.entry(call_id).or_insert(1);
+            None
+        }
+        Some(r) => match calls.get_mut(&r.call_id) {
+            None => Some("resume_unknown".into()),
+            Some(g) if *g != r.generation => Some("resume_stale".into()),
+            Some(g) => {
+                *g = r.generation + 1;
+                None
+            }
+        },
+    }
 }
 
 /// One session's handler: files what arrives under the session's id.
@@ -206,13 +240,52 @@ impl TestWorker {
         Self::start_full(url, capacity, settings, Transport::Session)
     }
 
+    /// The same worker (its id and the calls it serves) subscribed to another transceiver too,
+    /// as a backend process subscribes to every transceiver of a fleet: a call it serves on
+    /// one may resume on the other. Calls ride a `Session` stream each.
+    pub fn start_beside(
+        url: &str,
+        other: &TestWorker,
+        capacity: u32,
+        sample_rate: u32,
+    ) -> TestWorker {
+        let settings = attach_settings(&other.worker_id, sample_rate, AudioMode::Pcm, None);
+        Self::start_sharing(
+            url,
+            capacity,
+            settings,
+            Transport::Session,
+            other.shared.clone(),
+        )
+    }
+
+    /// Resume offers this worker declined: (session id, reason).
+    pub fn declined(&self) -> Vec<(String, String)> {
+        self.shared.declined.lock().unwrap().clone()
+    }
+
     fn start_full(
         url: &str,
         capacity: u32,
         settings: AttachSettings,
         transport: Transport,
     ) -> TestWorker {
-        let shared = Arc::new(Shared::default());
+        Self::start_sharing(
+            url,
+            capacity,
+            settings,
+            transport,
+            Arc::new(Shared::default()),
+        )
+    }
+
+    fn start_sharing(
+        url: &str,
+        capacity: u32,
+        settings: AttachSettings,
+        transport: Transport,
+        shared: Arc<Shared>,
+    ) -> TestWorker {
         let rt = runtime();
         let url = url.to_string();
         let worker_id = settings.worker_id.clone();
@@ -242,6 +315,17 @@ impl TestWorker {
                         let log = logs.entry(offer.session_id().to_string()).or_default();
                         log.attempt = offer.attempt();
                         log.metadata = offer.metadata().clone();
+                        log.call_id = offer.dispatch().call_id.clone();
+                        log.resume = offer.dispatch().resume.clone();
+                    }
+                    if let Some(reason) = resume_decision(&shared, offer.dispatch()) {
+                        shared
+                            .declined
+                            .lock()
+                            .unwrap()
+                            .push((offer.session_id().to_string(), reason.clone()));
+                        work.sender().reject(offer.decline(reason)).await;
+                        continue;
                     }
                     let attach = offer.attach(&settings);
                     match transport {

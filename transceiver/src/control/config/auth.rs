@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::error::ConfigError;
 use super::listen::ListenFlags;
-use crate::auth::{Authenticator, CallTokenKey};
+use crate::auth::{Authenticator, CallTokenKey, ResumeKey};
 
 /// Who may create sessions and who may serve them.
 #[derive(Debug, Clone, clap::Args)]
@@ -25,6 +25,18 @@ pub struct AuthFlags {
     /// refuses to start.
     #[arg(long, env = "VOXGATE_GRPC_TOKEN", hide_env_values = true)]
     pub grpc_token: Option<String>,
+
+    /// File holding the key (at least 32 bytes) that signs resume credentials: the same file
+    /// on every transceiver of a fleet, so that a call resumes on any of them
+    /// (docs/continuity.md). Default: derived from --token-key-file; without either, a random
+    /// key per process (a call then resumes only on the transceiver that minted its credential).
+    #[arg(long, env = "VOXGATE_RESUME_KEY_FILE")]
+    pub resume_key_file: Option<PathBuf>,
+
+    /// How long a resume credential is valid (the client refreshes it while its session lives).
+    #[arg(long, env = "VOXGATE_RESUME_TTL_SECS", default_value_t = 120,
+          value_parser = clap::value_parser!(u64).range(10..=3600))]
+    pub resume_ttl_secs: u64,
 
     /// Start without any token even though signaling or gRPC listens on a non-loopback
     /// address (by default such a transceiver refuses to start). For trusted networks only;
@@ -103,9 +115,36 @@ impl AuthFlags {
                 })?)
             }
         };
+        let resume_key = match (&self.resume_key_file, &self.token_key_file) {
+            (Some(path), _) => {
+                let bytes = std::fs::read(path).map_err(|source| ConfigError::TokenKeyFile {
+                    path: path.clone(),
+                    source,
+                })?;
+                ResumeKey::from_file_contents(&bytes).map_err(|e| ConfigError::ResumeKey {
+                    path: path.clone(),
+                    got: e.0,
+                })?
+            }
+            (None, Some(path)) => {
+                let bytes = std::fs::read(path).map_err(|source| ConfigError::TokenKeyFile {
+                    path: path.clone(),
+                    source,
+                })?;
+                ResumeKey::derived_from(bytes.trim_ascii())
+            }
+            (None, None) => {
+                tracing::info!(
+                    "no --resume-key-file or --token-key-file: resume credentials are signed \
+                     with a random key and resume calls on this transceiver only"
+                );
+                ResumeKey::random()
+            }
+        };
         Ok(Authenticator {
             static_token: self.token.clone(),
             call_key,
+            resume_key,
         })
     }
 }

@@ -49,6 +49,8 @@ pub enum ConfigError {
         path: PathBuf,
         source: crate::auth::call_token::KeyTooShort,
     },
+    #[error("resume key file {path}: the key must be at least 32 bytes (got {got})")]
+    ResumeKey { path: PathBuf, got: usize },
     #[error("--post-rate-per-ip must be a finite number >= 0")]
     BadPostRate,
     #[error("--restart-rate-per-ip must be a finite number >= 0")]

@@ -86,6 +86,9 @@ pub struct AudioBridge {
     channel_open_at: Option<i64>,
     /// The time base of every stamp the backends get (see `wall_clock`).
     clock: WallClock,
+    /// The call the session carries and its generation in it, told to each owner in ATTACHED.
+    call_id: String,
+    generation: u32,
 }
 
 impl AudioBridge {
@@ -100,7 +103,15 @@ impl AudioBridge {
             connected_at: None,
             channel_open_at: None,
             clock,
+            call_id: String::new(),
+            generation: 1,
         }
+    }
+
+    /// The call this session carries (its own id for a new call) and its generation in it.
+    pub fn set_call(&mut self, call_id: String, generation: u32) {
+        self.call_id = call_id;
+        self.generation = generation;
     }
 
     /// Every direction's counts so far.
@@ -187,7 +198,15 @@ impl AudioBridge {
         self.out.attach(endpoints.uplink, endpoints.stall_after);
         self.last_owner_id = endpoints.owner_id;
         let at = self.clock.unix_micros(now);
-        let attached = event(session_event::Kind::Attached, "", self.id(at), metadata);
+        let mut attached = event(session_event::Kind::Attached, "", self.id(at), metadata);
+        if let Some(uplink::Kind::Event(e)) = &mut attached.kind {
+            e.call_id = if self.call_id.is_empty() {
+                self.session_id.clone()
+            } else {
+                self.call_id.clone()
+            };
+            e.generation = self.generation;
+        }
         self.out.send_owner(attached);
         for ev in self.past_events().into_iter().flatten() {
             self.out.send_owner(ev);
@@ -348,6 +367,7 @@ fn event(
             metadata: metadata.clone(),
             quality: None,
             at_unix_micros: of.at,
+            ..SessionEvent::default()
         })),
     }
 }

@@ -180,6 +180,8 @@ impl Rig {
                 application: OpusApplication::Voip,
             },
             metadata: Default::default(),
+            call_id: id,
+            generation: 1,
         };
         let sdp = SdpOffer::from_sdp_string(&offer).expect("parses");
         let (session, answer) = Session::accept(self.now, self.serial, params, sdp).expect("ok");

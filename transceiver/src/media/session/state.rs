@@ -57,6 +57,9 @@ pub enum EndReason {
     NoBackend,
     /// The session reached `--max-session-secs`.
     MaxDuration,
+    /// The session was opened to resume a call, and no backend took it (the credential was
+    /// used already, or nobody serves the call).
+    ResumeRefused,
 }
 
 impl EndReason {
@@ -71,6 +74,7 @@ impl EndReason {
             EndReason::BackendHangup => "backend_hangup",
             EndReason::NoBackend => "no_backend",
             EndReason::MaxDuration => "max_duration",
+            EndReason::ResumeRefused => "resume_refused",
         }
     }
 }
