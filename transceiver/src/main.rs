@@ -254,8 +254,9 @@ async fn serve(
     ));
 
     wait_for_signal().await;
-    control.start_draining();
-    drain(&control, config.sessions.drain_timeout()).await;
+    control
+        .drain(config.sessions.drain_timeout(), wait_for_signal())
+        .await;
     tracing::info!(
         sessions = control.session_count(),
         "shutting down: ending remaining sessions"
@@ -334,29 +335,6 @@ fn log_ingress(config: &IngressFlags, ingress: Option<&IngressSelector>) {
         tracing::warn!(
             "--ingress-header is set but --trusted-proxies is empty: the header is never believed"
         );
-    }
-}
-
-/// Graceful drain: new sessions are refused (`/readyz` and POST answer 503) while existing
-/// ones run to their end, for at most `limit` or until a second signal.
-async fn drain(control: &ControlPlane, limit: Duration) {
-    if limit.is_zero() || control.session_count() == 0 {
-        return;
-    }
-    tracing::info!(
-        sessions = control.session_count(),
-        limit_secs = limit.as_secs(),
-        "draining: refusing new sessions, waiting for existing ones to end"
-    );
-    let wait_empty = async {
-        while control.session_count() > 0 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    tokio::select! {
-        _ = wait_empty => tracing::info!("drained: every session ended"),
-        _ = tokio::time::sleep(limit) => tracing::info!("drain timeout reached"),
-        _ = wait_for_signal() => tracing::info!("second signal: ending sessions now"),
     }
 }
 

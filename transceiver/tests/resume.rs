@@ -316,3 +316,110 @@ fn wrong_credentials_are_refused_and_counted_and_the_neighbour_keeps_its_pace() 
         "the neighbour's downlink stuttered: p99 gap {p99:.1} ms"
     );
 }
+
+#[test]
+fn a_draining_transceiver_moves_its_calls_and_is_done_in_seconds() {
+    let (key, _) = key_file();
+    let mut t1 = ServerProcess::start(&[
+        "--resume-key-file",
+        key.as_str(),
+        "--loops",
+        "1",
+        "--drain-timeout-secs",
+        "60",
+    ]);
+    let t2 = ServerProcess::start(&["--resume-key-file", key.as_str(), "--loops", "1"]);
+    let w1 = TestWorker::start(&t1.grpc_url, "agent-1", 16, 48_000);
+    let w2 = TestWorker::start_beside(&t2.grpc_url, &w1, 16, 48_000);
+    const CALLS: usize = 5;
+    let mut fleet = Fleet::new().unwrap();
+    let callers: Vec<usize> = (0..CALLS)
+        .map(|_| {
+            let cfg = SessionConfig {
+                keep_messages: 16,
+                ..caller(&t1, None)
+            };
+            fleet.open(cfg).unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = callers
+        .iter()
+        .map(|&i| fleet.session(i).session_id().to_string())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    assert!(fleet.run_until(deadline, |f| {
+        callers.iter().all(|&i| f.session(i).channel_open())
+            && ids
+                .iter()
+                .all(|id| w1.session(id).is_some_and(|l| l.frames.len() >= 10))
+    }));
+
+    // SIGTERM: a rolling deploy stops t1.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(t1.pid() as i32, libc::SIGTERM) };
+    let drain_started = Instant::now();
+    let migrate = r#"{"type":"session.migrate"}"#;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    assert!(
+        fleet.run_until(deadline, |f| callers.iter().all(|&i| f
+            .session(i)
+            .channel_messages()
+            .iter()
+            .any(|m| m == migrate))),
+        "not every caller was asked to move\n{}",
+        t1.log_tail(30)
+    );
+    let asked = drain_started.elapsed();
+    // Each caller resumes on t2 at once; the backend, once the call is its own there, hangs up
+    // the session on t1 (what the Python SDK does, reason "resumed").
+    let mut moved = Vec::new();
+    for (&i, old) in callers.iter().zip(&ids) {
+        let credential = fleet
+            .resource(i)
+            .unwrap()
+            .resume_credential
+            .clone()
+            .unwrap();
+        let j = fleet
+            .open(caller(&t2, Some(credential)))
+            .expect("resumed on t2");
+        w1.send(
+            old,
+            voxgate_proto::bridge::downlink::Kind::Hangup(voxgate_proto::bridge::Hangup {
+                reason: "resumed".into(),
+            }),
+        );
+        moved.push((j, fleet.session(j).session_id().to_string()));
+    }
+    let exited = loop {
+        fleet.run_for(Duration::from_millis(50));
+        if !t1.is_running() {
+            break drain_started.elapsed();
+        }
+        assert!(
+            drain_started.elapsed() < Duration::from_secs(20),
+            "t1 did not finish draining\n{}",
+            t1.log_tail(30)
+        );
+    };
+    let status = t1.stop().expect("t1 exited");
+    assert!(status.success(), "t1 exited with {status:?}");
+    // Every call goes on at t2, as the same call at the backend.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    assert!(fleet.run_until(deadline, |_| {
+        moved
+            .iter()
+            .all(|(_, id)| w2.session(id).is_some_and(|l| l.frames.len() >= 10))
+    }));
+    for ((_, new), old) in moved.iter().zip(&ids) {
+        assert_eq!(&w2.session(new).unwrap().call_id, old);
+    }
+    eprintln!(
+        "drain: {CALLS} calls asked to move after {asked:?}, all resumed on t2, t1 exited 0 \
+         after {exited:?} (of a 60 s drain limit)"
+    );
+    assert!(
+        exited < Duration::from_secs(10),
+        "the drain took {exited:?}"
+    );
+}

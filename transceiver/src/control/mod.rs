@@ -28,6 +28,7 @@ pub mod client_origin;
 pub mod codec_cost;
 pub mod config;
 pub mod control_error;
+pub mod drain;
 pub mod ingress;
 pub mod live_session;
 pub mod offer;

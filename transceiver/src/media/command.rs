@@ -49,6 +49,12 @@ pub enum Command {
         id: SessionId,
         reason: EndReason,
     },
+    /// The transceiver drains: ask every connected caller to move its call elsewhere
+    /// (`{"type":"session.migrate"}` on its data channel; docs/continuity.md). The reply is
+    /// how many were told.
+    Migrate {
+        reply: oneshot::Sender<usize>,
+    },
     Shutdown,
 }
 

@@ -319,6 +319,18 @@ impl LoopEndpoint {
             Command::End { id, reason } => {
                 self.end_session(now, id, reason, out);
             }
+            Command::Migrate { reply } => {
+                // Once per drain, not per packet: the key list's allocation is fine here.
+                let keys: Vec<SessionKey> = self.sessions.iter().map(|(k, _)| k).collect();
+                let mut told = 0;
+                for key in keys {
+                    if self.sessions[key].ask_to_migrate() {
+                        told += 1;
+                        self.drive(now, key, None, out);
+                    }
+                }
+                let _ = reply.send(told);
+            }
             Command::Shutdown => return false,
         }
         true

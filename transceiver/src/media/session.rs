@@ -463,19 +463,23 @@ impl Session {
             // The peer is still there: tell it why on the data channel, then say goodbye
             // (RTCP BYE, DTLS close_notify) so it does not wait for consent to fail.
             _ => {
-                let told = self.send_data(voxgate_proto::bridge::DataMessage {
-                    label: String::new(),
-                    payload: Some(voxgate_proto::bridge::data_message::Payload::Text(format!(
-                        r#"{{"type":"session.ended","reason":"{}"}}"#,
-                        reason.as_str()
-                    ))),
-                });
+                let told = self.send_text(format!(
+                    r#"{{"type":"session.ended","reason":"{}"}}"#,
+                    reason.as_str()
+                ));
                 // Give SCTP a moment to deliver the message before the DTLS close.
                 let grace = if told { CLOSE_GRACE } else { Duration::ZERO };
                 self.close_at = Some(now + grace);
             }
         }
         tracing::info!(parent: &self.span, reason = reason.as_str(), counters = ?self.counters, "session ended");
+    }
+
+    /// The transceiver drains: asks the caller to carry the call elsewhere with its resume
+    /// credential; false when it cannot be told (no open data channel).
+    pub fn ask_to_migrate(&mut self) -> bool {
+        let migrate = r#"{"type":"session.migrate"}"#;
+        self.state == SessionState::Connected && self.send_text(migrate.into())
     }
 
     /// What the bridge counted and what happened to the owner since the last call.
@@ -583,6 +587,13 @@ impl Session {
 
     /// Writes a message to the data channel named by its label (or the first one); returns
     /// whether it was queued.
+    /// A transceiver message to the caller, on its first data channel.
+    fn send_text(&mut self, text: String) -> bool {
+        use voxgate_proto::bridge::{data_message::Payload, DataMessage};
+        let (label, payload) = (String::new(), Some(Payload::Text(text)));
+        self.send_data(DataMessage { label, payload })
+    }
+
     fn send_data(&mut self, msg: voxgate_proto::bridge::DataMessage) -> bool {
         use voxgate_proto::bridge::data_message::Payload;
         let id = self
