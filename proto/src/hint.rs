@@ -144,6 +144,12 @@ impl FleetKey {
         Ok(Self { id, key })
     }
 
+    /// The secret bytes, for deriving other keys from the fleet's one secret (an HMAC of a
+    /// fixed label, as the transceiver's resume key is); never for printing.
+    pub fn secret(&self) -> &[u8; 32] {
+        &self.key
+    }
+
     /// The key id carried in clear in hints minted with this key.
     pub fn id(&self) -> u8 {
         self.id

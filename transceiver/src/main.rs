@@ -63,8 +63,10 @@ fn run(config: Config) -> anyhow::Result<()> {
     str0m::crypto::from_feature_flags().install_process_default();
     config.check_auth()?;
     config.check_relays()?;
-    let authenticator = Arc::new(config.auth.authenticator()?);
     let (fleet_key, key_source) = config.routing.fleet_key()?;
+    // A configured fleet key is shared by the whole fleet: resume keys may derive from it.
+    let shared_key = (key_source != KeySource::RandomPerProcess).then(|| fleet_key.secret());
+    let authenticator = Arc::new(config.auth.authenticator(shared_key.map(|k| &k[..]))?);
     match key_source {
         KeySource::RandomPerProcess => tracing::info!(
             "no fleet key configured: using a random key for this process \

@@ -28,8 +28,9 @@ pub struct AuthFlags {
 
     /// File holding the key (at least 32 bytes) that signs resume credentials: the same file
     /// on every transceiver of a fleet, so that a call resumes on any of them
-    /// (docs/continuity.md). Default: derived from --token-key-file; without either, a random
-    /// key per process (a call then resumes only on the transceiver that minted its credential).
+    /// (docs/continuity.md). Default: derived from --token-key-file, else from the fleet key
+    /// (--fleet-key-file, which every transceiver of a fleet shares anyway); without any, a
+    /// random key per process (a call then resumes only where its credential was minted).
     #[arg(long, env = "VOXGATE_RESUME_KEY_FILE")]
     pub resume_key_file: Option<PathBuf>,
 
@@ -98,8 +99,10 @@ impl AuthFlags {
         }
     }
 
-    /// The signaling authenticator: the static token and the per-call token key, if any.
-    pub fn authenticator(&self) -> Result<Authenticator, ConfigError> {
+    /// The signaling authenticator: the static token and the per-call token key, if any, and
+    /// the resume key (`fleet_key`: the fleet's shared secret, one more source to derive it
+    /// from).
+    pub fn authenticator(&self, fleet_key: Option<&[u8]>) -> Result<Authenticator, ConfigError> {
         let call_key = match &self.token_key_file {
             None => None,
             Some(path) => {
@@ -133,10 +136,13 @@ impl AuthFlags {
                 })?;
                 ResumeKey::derived_from(bytes.trim_ascii())
             }
+            (None, None) if fleet_key.is_some() => {
+                ResumeKey::derived_from(fleet_key.unwrap_or_default())
+            }
             (None, None) => {
                 tracing::info!(
-                    "no --resume-key-file or --token-key-file: resume credentials are signed \
-                     with a random key and resume calls on this transceiver only"
+                    "no --resume-key-file, --token-key-file or fleet key: resume credentials \
+                     are signed with a random key and resume calls on this transceiver only"
                 );
                 ResumeKey::random()
             }

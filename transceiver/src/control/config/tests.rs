@@ -406,3 +406,31 @@ fn ice_tcp_limits_default_to_the_documented_caps() {
         );
     }
 }
+
+#[test]
+fn resume_keys_are_shared_through_the_fleet_key_and_random_without_one() {
+    use crate::auth::{Creator, ResumeClaims};
+    let claims = ResumeClaims {
+        call_id: 1,
+        generation: 1,
+        session_id: 1,
+        worker: String::new(),
+        creator: Creator::Anyone,
+        expires_at: 100,
+    };
+    let c = parse(&[]);
+    let fleet = [7u8; 32];
+    let a = c.auth.authenticator(Some(&fleet)).unwrap().resume_key;
+    let b = c.auth.authenticator(Some(&fleet)).unwrap().resume_key;
+    assert_eq!(b.verify(&a.mint(&claims), 50), Ok(claims.clone()));
+    // Without a shared secret each process draws its own: no pod accepts another's.
+    let lone = c.auth.authenticator(None).unwrap().resume_key;
+    assert!(lone.verify(&a.mint(&claims), 50).is_err());
+    assert!(c
+        .auth
+        .authenticator(None)
+        .unwrap()
+        .resume_key
+        .verify(&lone.mint(&claims), 50)
+        .is_err());
+}
