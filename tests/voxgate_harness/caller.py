@@ -102,6 +102,14 @@ class _Speaker(AudioStreamTrack):
         self._queue: list[tuple[bytes, asyncio.Future[float], asyncio.Future[float]]] = []
         self._offset = 0
 
+    def handover(self) -> _Speaker:
+        """A new track with what this one had still to say: a closed peer connection stops
+        its tracks, and a resumed call needs a live one."""
+        fresh = _Speaker()
+        fresh._queue, fresh._offset = self._queue, self._offset
+        self._queue = []
+        return fresh
+
     def say(self, pcm: bytes) -> tuple[asyncio.Future[float], asyncio.Future[float]]:
         loop = asyncio.get_running_loop()
         started, done = loop.create_future(), loop.create_future()
@@ -148,6 +156,14 @@ class Heard:
     rms: float
 
 
+class SignalingError(RuntimeError):
+    """A POST that was not answered 201: `status` is what the transceiver answered."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class Caller:
     """One WebRTC call to a transceiver (see the module doc)."""
 
@@ -168,8 +184,37 @@ class Caller:
         self.dc_open = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._receiver = None
+        #: The latest answer's resume credential (`X-Voxgate-Resume`) and its lifetime (s).
+        self.resume_credential = ""
+        self.resume_ttl = 0
 
     async def connect(self) -> Caller:
+        url = self.base + "/v1/sessions"
+        if self.query:
+            url += "?" + urllib.parse.urlencode(self.query)
+        await self._negotiate(url, self.auth)
+        return self
+
+    async def resume(self, signal_url: str) -> Caller:
+        """Carries the call onto a new session at `signal_url` (docs/continuity.md): closes this
+        peer connection, and POSTs a new one's offer with the resume credential as the bearer.
+        Raises `SignalingError` (with the status) when it is not answered 201."""
+        for t in self._tasks:
+            t.cancel()
+        self._tasks = []
+        if self.pc is not None:
+            try:
+                await asyncio.wait_for(self.pc.close(), 5)
+            except Exception:  # noqa: BLE001 - the old connection is going anyway
+                pass
+        self.dc_open.clear()
+        self.speaker = self.speaker.handover()
+        self.base = signal_url.rstrip("/")
+        self.auth = {"Authorization": f"Bearer {self.resume_credential}"}
+        await self._negotiate(self.base + "/v1/sessions", self.auth)
+        return self
+
+    async def _negotiate(self, url: str, auth: dict[str, str]) -> None:
         loopback_ice_only()
         record_rtp_arrivals()
         record_rtp_sends()
@@ -200,20 +245,20 @@ class Caller:
             self.message_event.set()
 
         await pc.setLocalDescription(await pc.createOffer())
-        url = self.base + "/v1/sessions"
-        if self.query:
-            url += "?" + urllib.parse.urlencode(self.query)
         status, headers, body = await asyncio.to_thread(
             _http, "POST", url, pc.localDescription.sdp.encode(),
-            {"Content-Type": "application/sdp", **self.auth})
+            {"Content-Type": "application/sdp", **auth})
         if status != 201:
-            raise RuntimeError(f"POST {url}: {status} {body[:300]!r}")
-        location = headers.get("Location") or headers.get("location") or ""
+            await pc.close()
+            raise SignalingError(status, f"POST {url}: {status} {body[:300]!r}")
+        lower = {k.lower(): v for k, v in headers.items()}
+        self.resume_credential = lower.get("x-voxgate-resume", "")
+        self.resume_ttl = int(lower.get("x-voxgate-resume-ttl", "0") or 0)
+        location = lower.get("location", "")
         self.session_url = urllib.parse.urljoin(self.base + "/", location)
         self.session_id = location.rstrip("/").rsplit("/", 1)[-1]
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body.decode(), type="answer"))
         await asyncio.wait_for(connected.wait(), CONNECT_TIMEOUT_S)
-        return self
 
     async def _listen(self, track) -> None:
         try:

@@ -26,10 +26,13 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from voxgate_harness.audio import dominant_hz, rms, tone  # noqa: E402
+from voxgate_harness.caller import Caller  # noqa: E402
+from voxgate_harness.transceiver import Transceiver  # noqa: E402
 
 import voxgate  # noqa: E402
 from voxgate.pipecat import (  # noqa: E402
     CallQualityFrame,
+    CallResumedFrame,
     PlaybackClearedFrame,
     VoxgateParams,
     VoxgateTransport,
@@ -224,3 +227,72 @@ async def test_the_callers_network_quality_reaches_the_pipeline_as_a_frame_and_a
             assert summaries[0].samples >= 1
         finally:
             server.cancel()
+
+
+async def test_the_pipeline_keeps_running_when_its_call_resumes_on_another_transceiver(
+        tmp_path, token):
+    import secrets
+
+    key = tmp_path / "resume.key"
+    key.write_text(secrets.token_hex(32))
+    args = ("--grpc-token", token, "--resume-key-file", str(key))
+    t1 = Transceiver(*args, log_dir=tmp_path / "t1").start()
+    t2 = Transceiver(*args, log_dir=tmp_path / "t2").start()
+    recorder = Recorder((CallResumedFrame,))
+    events: list[voxgate.Resumed] = []
+    pipelines = 0
+
+    async def bot(transport: VoxgateTransport) -> None:
+        nonlocal pipelines
+        pipelines += 1
+        pipeline = Pipeline([transport.input(), recorder, EchoBot(), transport.output()])
+        task = PipelineWorker(pipeline, params=PipelineParams(
+            audio_in_sample_rate=RATE, audio_out_sample_rate=RATE))
+
+        @transport.event_handler("on_call_resumed")
+        async def _resumed(transport, resumed):
+            events.append(resumed)
+
+        @transport.event_handler("on_client_disconnected")
+        async def _gone(transport, call):
+            await task.cancel()
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(task)
+        await runner.run()
+
+    caller = Caller(t1.signal_url)
+    try:
+        async with voxgate.Worker([t1.grpc_target, t2.grpc_target], token=token, capacity=2,
+                                  sample_rate=RATE) as worker:
+            await worker.wait_registered(TIMEOUT)
+            server = asyncio.create_task(serve(worker, bot))
+            try:
+                await caller.connect()
+                await asyncio.wait_for(caller.dc_open.wait(), TIMEOUT)
+                said = time.time()
+                caller.say(tone(440, 1.0, 48_000))
+                await caller.wait_heard(said, TIMEOUT)
+                t1.kill()
+                await asyncio.sleep(0.3)
+                await caller.resume(t2.signal_url)
+                await asyncio.wait_for(caller.dc_open.wait(), TIMEOUT)
+                # The same pipeline echoes on the new session, and heard of the resume.
+                said = time.time()
+                caller.say(tone(440, 1.5, 48_000))
+                await caller.wait_heard(said, TIMEOUT)
+                deadline = time.monotonic() + TIMEOUT
+                while not (events and recorder.seen) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                assert events and recorder.seen, (events, recorder.seen)
+                assert events[0].generation == 2
+                assert pipelines == 1, "a second pipeline was started for the resumed call"
+                caller.dc.send('{"after": "resume"}')
+                reply = await caller.wait_message(lambda m: "echo" in m, TIMEOUT)
+                assert reply == {"echo": {"after": "resume"}}
+            finally:
+                server.cancel()
+    finally:
+        await caller.close()
+        t1.stop()
+        t2.stop()

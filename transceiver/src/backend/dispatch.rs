@@ -340,6 +340,9 @@ impl Dispatcher {
                 t.attempts_before = t.attempts;
                 t.declined_by.clear();
                 if t.resume_budget.take().is_some() {
+                    // Taken: should the session need a backend again, it is offered as the call
+                    // it now is, not as a resume (the worker serves it at this generation).
+                    t.info.resume = None;
                     self.actions.push_back(DispatchAction::Decided {
                         session: id,
                         verdict: ResumeVerdict::Accepted,

@@ -36,6 +36,7 @@ from voxgate.types import (
     Progress,
     Quality,
     QualitySummary,
+    Resumed,
     SampleRate,
     SentAudio,
 )
@@ -45,6 +46,6 @@ __all__ = [
     "AudioFrame", "AudioMode", "AuthError", "Call", "CallEndedError", "CallState", "Cleared",
     "DataChannelNotOpenError", "DirectionQuality", "Event", "EventKind", "Message",
     "MessageTooLargeError", "OPUS_PASSTHROUGH", "OpusApplication", "OpusFrame", "PCM", "Progress",
-    "Quality", "QualitySummary", "SampleRate", "SentAudio", "SessionOwnedError", "TaskSet",
+    "Quality", "QualitySummary", "Resumed", "SampleRate", "SentAudio", "SessionOwnedError", "TaskSet",
     "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
 ]

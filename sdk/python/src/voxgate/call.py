@@ -12,6 +12,13 @@ session events into `connected` / `data_channel_open` / `ended` (the ENDED event
 summary into `call.quality_summary`). Writes (play, clear, send, hangup) go
 to the stream, one at a time. A `send` before the caller's data channel is open waits for it
 (bounded): the transceiver would drop the message.
+
+A call outlives its session (docs/continuity.md): when the stream breaks (the transceiver died)
+or the session ends for a transport reason (`ice_disconnected`, `shutdown`), the call waits in
+`RESUMING` for `resume_window_s` for the caller to resume it on a new session; the worker then
+attaches that session to this same object (`_resume`), `audio()` goes on yielding, and
+`on_resumed` listeners get a `Resumed` record of what was lost. Each session is a `Leg`
+(_resume.py): only the current one's messages count.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ import grpc
 
 from voxgate import _wire
 from voxgate._call_stream import CallStream, CallTransport
+from voxgate._resumable import Resumable, wait_either
+from voxgate._resume import RESUMABLE_REASONS, Leg, LossLedger
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate.errors import (
     CallEndedError,
@@ -44,6 +53,7 @@ from voxgate.types import (
     Progress,
     Quality,
     QualitySummary,
+    Resumed,
 )
 
 log = logging.getLogger("voxgate.call")
@@ -93,19 +103,7 @@ class DropOldestQueue:
         return self._items.popleft()
 
 
-async def _wait_either(first: asyncio.Event, second: asyncio.Event,
-                       timeout: float | None) -> None:
-    """Returns once either event is set, or after `timeout` seconds (no error either way); the
-    waiting tasks never outlive it, even when the caller is cancelled."""
-    waits = {asyncio.ensure_future(first.wait()), asyncio.ensure_future(second.wait())}
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
-
-
-class Call:
+class Call(Resumable):
     """A session dispatched to this worker (see the module doc for its life)."""
 
     def __init__(
@@ -127,8 +125,17 @@ class Call:
         encoder: pb.OpusEncoder | None = None,
         reject: Callable[[str, str], None],
         on_done: Callable[[Call], None],
+        call_id: str = "",
+        resume_window_s: float = 0.0,
     ) -> None:
         self.session_id = session_id
+        #: The call this session carries: the id of its first session (it stays when the call
+        #: resumes on a new session, whose id `session_id` then is).
+        self.call_id = call_id or session_id
+        #: The session's generation in the call: 1, then 2 after the first resume, ...
+        self.generation = 1
+        #: Every resume of this call so far (see `on_resumed`).
+        self.resumes: list[Resumed] = []
         #: What the application server signed into the caller's per-call token (its `meta`):
         #: the only metadata the caller cannot choose. Empty for the static token.
         self.signed_metadata: dict[str, str] = dict(signed_metadata or {})
@@ -184,6 +191,21 @@ class Call:
         self._end_listeners: list[Callable[[Call], None]] = []
         self._quality_listeners: list[Callable[[Quality], None]] = []
         self._quality_queues: list[DropOldestQueue] = []  # one per `qualities()` iterator
+        self._resume_window_s = resume_window_s
+        self._attach_timeout_s = ATTACH_TIMEOUT_S
+        self._leg: Leg | None = None
+        # A resume's new session until its ATTACHED, and whether its stream failed first.
+        self._pending_leg: Leg | None = None
+        self._pending_failed = asyncio.Event()
+        self._ledger = LossLedger(sample_rate)
+        self._resume_listeners: list[Callable[[Resumed], None]] = []
+        # While RESUMING: how the session was lost (its end reason or error), and the task that
+        # ends the call when the window passes.
+        self._lost: tuple[str | None, VoxgateError | None] | None = None
+        self._window: asyncio.Task | None = None
+        # After a resume, until the new session's first frame: what the record is built from.
+        self._pending_resumed: tuple[str, LossLedger] | None = None
+        self._fallback: asyncio.Task | None = None
 
     def __repr__(self) -> str:
         return f"Call({self.session_id!r}, attempt={self.attempt}, state={self._state})"
@@ -209,8 +231,9 @@ class Call:
             session_id=self.session_id, worker_id=self._worker_id,
             sample_rate_hz=self.sample_rate, mode=int(self.mode),
             progress_interval_ms=self._progress_interval_ms, encoder=self._encoder)
+        self._leg = Leg(self, self.session_id)
         try:
-            self._stream = await self._transport.open(self, attach)
+            self._stream = await self._transport.open(self._leg, attach)
         except (grpc.RpcError, asyncio.InvalidStateError) as e:
             err = (from_rpc_error(e, f"attach to session {self.session_id}")
                    if isinstance(e, grpc.RpcError) else
@@ -218,7 +241,7 @@ class Call:
             self._finish(None, err)
             self._decline_unanswered()
             raise self._ended_error() from None
-        await _wait_either(self._attached, self.ended, ATTACH_TIMEOUT_S)
+        await wait_either(self._attached, self.ended, ATTACH_TIMEOUT_S)
         if not self._attached.is_set():
             if self.error is None and not self.ended.is_set():
                 self._stream.drop()
@@ -309,7 +332,7 @@ class Call:
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Waits until the caller's media flows; raises `CallEndedError` if it ends first."""
-        await _wait_either(self.connected, self.ended, timeout)
+        await wait_either(self.connected, self.ended, timeout)
         if not self.connected.is_set():
             if self.ended.is_set():
                 raise self.error or CallEndedError(
@@ -323,7 +346,7 @@ class Call:
         if self._state is CallState.PENDING:
             raise VoxgateError(f"call {self.session_id} is not accepted yet")
         if not self.data_channel_open.is_set():
-            await _wait_either(self.data_channel_open, self.ended, timeout)
+            await wait_either(self.data_channel_open, self.ended, timeout)
         if self.ended.is_set():
             raise self._ended_error()
         if not self.data_channel_open.is_set():
@@ -340,16 +363,38 @@ class Call:
 
     # ---- what the stream hands over (UplinkSink, _call_stream.py) -------------------------
 
+    def _leg_uplink(self, leg: Leg, up: pb.Uplink) -> None:
+        if leg is self._pending_leg and up.WhichOneof("kind") == "event" and (
+                up.event.kind == pb.SessionEvent.ATTACHED):
+            # The resumed session is ours: from here only its messages count (its CONNECTED
+            # and DATA_CHANNEL_OPEN follow).
+            self._leg, self._pending_leg = leg, None
+            self.connected.clear()
+            self.data_channel_open.clear()
+        if leg is self._leg:
+            self._on_uplink(up)
+
+    def _leg_closed(self, leg: Leg, error: VoxgateError | None) -> None:
+        if leg is self._pending_leg:
+            self._pending_failed.set()  # the resume's attach was refused or broke
+        elif leg is self._leg:
+            self._on_closed(error)
+
     def _on_uplink(self, up: pb.Uplink) -> None:
-        """Sorts one uplink message; the ENDED event ends the call."""
+        """Sorts one uplink message of the current session; the ENDED event ends the call
+        (or, for a transport reason, waits for a resume)."""
         kind = up.WhichOneof("kind")
         if kind == "audio":
+            self._on_caller_frame(up.audio.arrival_unix_micros)
             self._audio.put(_wire.audio_frame(up.audio))
         elif kind == "opus":
+            self._on_caller_frame(up.opus.arrival_unix_micros)
             self._audio.put(_wire.opus_frame(up.opus))
         elif kind == "progress":
             self.progress = _wire.progress(up.progress)
+            self._ledger.progress(self.progress.played_ms, self.progress.item_id)
         elif kind == "cleared":
+            self._ledger.cleared(up.cleared.played_ms, up.cleared.dropped_ms)
             if self._clears:
                 fut = self._clears.popleft()
                 if not fut.done():
@@ -361,14 +406,22 @@ class Call:
         elif kind == "event":
             ev = up.event
             if ev.kind == pb.SessionEvent.ATTACHED:
+                if ev.generation:
+                    self.generation = ev.generation
                 self._attached.set()
             elif ev.kind == pb.SessionEvent.CONNECTED:
                 self.connected.set()
+                if self._pending_resumed is not None and self._fallback is None:
+                    self._fallback = asyncio.get_running_loop().create_task(
+                        self._resumed_without_frame())
             elif ev.kind == pb.SessionEvent.DATA_CHANNEL_OPEN:
                 self.data_channel_open.set()
             elif ev.kind == pb.SessionEvent.ENDED:
                 self.quality_summary = _wire.quality_summary(ev)
-                self._finish(ev.reason or "ended", None)
+                if ev.reason in RESUMABLE_REASONS and self._may_resume():
+                    self._enter_resuming(ev.reason, None)
+                else:
+                    self._finish(ev.reason or "ended", None)
 
     def _on_quality(self, quality: Quality) -> None:
         self.quality = quality
@@ -383,7 +436,7 @@ class Call:
     def _on_closed(self, error: VoxgateError | None) -> None:
         """The stream is over: after ENDED nothing is left to do; a close this call asked for
         ends it as "closed"; anything else broke it."""
-        if self._state is CallState.ENDED:
+        if self._state in (CallState.ENDED, CallState.RESUMING):
             return
         if error is None:
             if self._state is CallState.CLOSING:
@@ -391,12 +444,19 @@ class Call:
                 return
             error = TransceiverGoneError(
                 f"session {self.session_id}: the transceiver closed the stream without ENDED")
+        if isinstance(error, TransceiverGoneError) and self._may_resume():
+            self._enter_resuming(None, error)
+            return
         self._finish(None, error)
 
     def _finish(self, reason: str | None, error: VoxgateError | None) -> None:
         if self._state is CallState.ENDED:
             return
         self._state = CallState.ENDED
+        self._resume_listeners.clear()
+        for task in (self._window, self._fallback):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
         self.error = error
         self.end_reason = reason if error is None else "error"
         if error is not None:
@@ -428,20 +488,29 @@ class Call:
         return CallEndedError(f"session {self.session_id} has ended ({self.end_reason})")
 
     async def _write(self, msg: pb.Downlink) -> None:
+        if self._state is CallState.RESUMING:
+            log.debug("call %s is resuming: %s dropped", self.call_id, msg.WhichOneof("kind"))
+            return
         if self._stream is None or self._state is not CallState.ATTACHED:
             if self._state is CallState.PENDING:
                 raise VoxgateError(f"call {self.session_id} is not accepted yet")
             raise self._ended_error()
+        stream = self._stream
         try:
-            await self._stream.write(msg)
+            await stream.write(msg)
         except (grpc.RpcError, asyncio.InvalidStateError) as e:
-            if isinstance(e, grpc.RpcError):
-                self._finish(None, from_rpc_error(e, f"session {self.session_id}"))
+            if isinstance(e, grpc.RpcError) and stream is self._stream:
+                err = from_rpc_error(e, f"session {self.session_id}")
                 # A write can fail on this side only (gRPC Core sets the status locally), with
                 # the HTTP/2 stream still open: let go of the call on the wire too, so that the
                 # transceiver sees its owner go and dispatches the call again instead of
                 # waiting on a dead stream.
-                self._stream.drop()
+                # A failed write ends the call as before: the transceiver offers the session
+                # again if it lives (a resume needs the caller to lose its session).
+                stream.drop()
+                self._finish(None, err)
+            if self._state is CallState.RESUMING or stream is not self._stream:
+                return  # the session was lost (or replaced) under the write: dropped
             raise self._ended_error() from None
 
     async def play(self, pcm: bytes, item_id: str = "") -> None:
@@ -449,6 +518,11 @@ class Call:
         labels the response it belongs to; progress and clear report per item."""
         if len(pcm) % 2:
             raise ValueError("PCM16 audio must have an even number of bytes")
+        if self._state is CallState.RESUMING:
+            # Nobody would hear it: counted for the resume's report instead.
+            self._ledger.dropped(len(pcm), item_id)
+            return
+        self._ledger.queued(len(pcm), item_id)
         for i in range(0, len(pcm), MAX_CHUNK_BYTES):
             await self._write(pb.Downlink(audio=pb.AudioChunk(
                 pcm=pcm[i:i + MAX_CHUNK_BYTES], item_id=item_id)))
@@ -459,6 +533,8 @@ class Call:
 
     async def clear(self) -> Cleared:
         """Barge-in: drops all queued audio now. Returns what was played and dropped."""
+        if self._state is CallState.RESUMING:
+            return Cleared(played_ms=0, dropped_ms=0, item_id="", item_played_ms=0)
         fut: asyncio.Future[Cleared] = asyncio.get_running_loop().create_future()
         self._clears.append(fut)
         try:
@@ -482,6 +558,8 @@ class Call:
 
     async def hangup(self, reason: str = "backend_hangup") -> str | None:
         """Ends the call for the caller too; returns the end reason the transceiver gave."""
+        if self._state is CallState.RESUMING:
+            self._finish(reason, None)
         if self._state is CallState.ATTACHED:
             try:
                 await self._write(pb.Downlink(hangup=pb.Hangup(reason=reason)))
@@ -499,6 +577,9 @@ class Call:
         one."""
         if self._state is CallState.PENDING:
             await self.decline("closed")
+            return
+        if self._state is CallState.RESUMING:
+            self._finish("closed", None)
             return
         if self._state is CallState.ATTACHED:
             self._state = CallState.CLOSING

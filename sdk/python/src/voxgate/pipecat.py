@@ -64,7 +64,7 @@ from pipecat.transports.base_transport import BaseTransport, TransportParams
 from voxgate.call import DATA_CHANNEL_TIMEOUT_S, Call
 from voxgate.errors import CallEndedError, VoxgateError
 from voxgate.task_set import TaskSet
-from voxgate.types import AudioFrame, Cleared, Quality
+from voxgate.types import AudioFrame, Cleared, Quality, Resumed
 from voxgate.worker import Worker
 
 # Real-time pacing may run this far ahead of the caller (audio queued at the transceiver).
@@ -107,6 +107,14 @@ class CallQualityFrame(SystemFrame):
     quality: Quality = Quality()
 
 
+@dataclass
+class CallResumedFrame(SystemFrame):
+    """Downstream when the call continued on a new session (its transceiver died or drained,
+    docs/continuity.md): the pipeline kept running; `resumed` says what the gap lost."""
+
+    resumed: Resumed | None = None
+
+
 def _log_failed(who: object, what: str, e: VoxgateError) -> None:
     """A failed call operation, logged: at debug level when the call has simply ended (every
     write after that fails the same way), as a warning otherwise."""
@@ -128,6 +136,7 @@ class VoxgateInputTransport(BaseInputTransport):
             self._tasks = [self.create_task(self._read_audio()),
                            self.create_task(self._read_messages()),
                            self.create_task(self._read_quality()),
+                           self.create_task(self._read_resumes()),
                            self.create_task(self._watch_call())]
         await self.set_transport_ready(frame)
 
@@ -195,6 +204,20 @@ class VoxgateInputTransport(BaseInputTransport):
             return  # the call broke: `_watch_call` reports it, once
 
 
+    async def _read_resumes(self) -> None:
+        """Each resume of the call, as a frame and an `on_call_resumed` event; the input keeps
+        reading the same `call.audio()` across it."""
+        resumes: asyncio.Queue[Resumed] = asyncio.Queue()
+        stop = self._transport.call.on_resumed(resumes.put_nowait)
+        try:
+            while True:
+                resumed = await resumes.get()
+                await self.push_frame(CallResumedFrame(resumed=resumed))
+                await self._transport._call_resumed(resumed)
+        finally:
+            stop()
+
+
 class VoxgateOutputTransport(BaseOutputTransport):
     def __init__(self, transport: VoxgateTransport, params: VoxgateParams, **kwargs) -> None:
         super().__init__(params, **kwargs)
@@ -258,7 +281,8 @@ class VoxgateOutputTransport(BaseOutputTransport):
 class VoxgateTransport(BaseTransport):
     """A Pipecat transport for one voxgate call. Events: `on_client_connected(transport, call)`,
     `on_client_disconnected(transport, call)`, `on_playback_cleared(transport, cleared)`,
-    `on_call_quality(transport, quality)`."""
+    `on_call_quality(transport, quality)`, `on_call_resumed(transport, resumed)` (the call
+    continued on a new session; the pipeline runs on)."""
 
     def __init__(self, call: Call, params: TransportParams | None = None) -> None:
         super().__init__()
@@ -272,6 +296,7 @@ class VoxgateTransport(BaseTransport):
         self._register_event_handler("on_client_disconnected")
         self._register_event_handler("on_playback_cleared")
         self._register_event_handler("on_call_quality")
+        self._register_event_handler("on_call_resumed")
 
     @property
     def params(self) -> VoxgateParams:
@@ -302,6 +327,9 @@ class VoxgateTransport(BaseTransport):
 
     async def _call_quality(self, quality: Quality) -> None:
         await self._call_event_handler("on_call_quality", quality)
+
+    async def _call_resumed(self, resumed: Resumed) -> None:
+        await self._call_event_handler("on_call_resumed", resumed)
 
 
 def _params_for(call: Call, params: TransportParams | None) -> VoxgateParams:

@@ -43,12 +43,16 @@ class OpusApplication(_StrEnum):
 
 class CallState(_StrEnum):
     """Where a `Call` is in its life: PENDING -> ATTACHED -> CLOSING -> ENDED, or straight to
-    ENDED (declined, refused, or the session ended)."""
+    ENDED (declined, refused, or the session ended); ATTACHED -> RESUMING -> ATTACHED when its
+    transport was lost and the caller resumed it on a new session (docs/continuity.md)."""
 
     #: Dispatched to this worker, neither accepted nor declined yet.
     PENDING = "pending"
     #: `accept()` was called: this worker owns the session.
     ATTACHED = "attached"
+    #: The session was lost (its transceiver died, or its network): waiting for the caller to
+    #: resume the call on a new session, for at most the worker's `resume_window_s`.
+    RESUMING = "resuming"
     #: `aclose()` is letting go of the stream.
     CLOSING = "closing"
     #: Over: `Call.end_reason` says why, `Call.error` says if it broke.
@@ -85,6 +89,28 @@ class AudioFrame:
     def sample_rate_hz(self) -> int:
         """The former name of `sample_rate`."""
         return self.sample_rate
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """The call continued on a new session (docs/continuity.md): what was lost on the way."""
+
+    #: The session that carried the call before, and the one that carries it now.
+    previous_session_id: str
+    session_id: str
+    #: The transceiver the call lives on now.
+    target: str
+    #: The new session's generation in the call (2 after the first resume, ...).
+    generation: int
+    #: Caller audio lost between the old session's last frame and the new one's first (ms, by
+    #: the transceivers' arrival stamps); None if either had no frame to compare.
+    caller_audio_lost_ms: int | None
+    #: Audio this backend queued that was never confirmed played (ms): what the old session
+    #: had queued past its last progress report, plus what `play()` dropped while the call was
+    #: resuming. An upper bound: progress comes every `progress_interval_ms`.
+    unplayed_ms: int
+    #: The items (`play(item_id=...)`) that audio belonged to, oldest first.
+    unplayed_items: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

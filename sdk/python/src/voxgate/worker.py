@@ -11,6 +11,10 @@ _multiplex.py); `multiplex=False` gives each call a `Session` stream of its own 
 (_session_stream.py). The worker's own background tasks (Work streams, load reports, declines)
 are kept in a `TaskSet` and cancelled by `aclose()`.
 
+A dispatch that resumes a call (`Dispatch.resume`, docs/continuity.md) is not a new call: the
+worker attaches the new session to the live `Call` with that call id (`resume_decision` in
+_resume.py says whether it may), which then carries on; `calls()` never yields it.
+
     async with Worker("127.0.0.1:50051", token=..., capacity=8) as worker, TaskSet() as tasks:
         async for call in worker.calls():
             tasks.create_task(serve(call))     # serve: `async with call: ...`
@@ -32,13 +36,14 @@ from voxgate._call_stream import CallTransport
 from voxgate._multiplex import Multiplex
 from voxgate._proto import voxgate_pb2 as pb
 from voxgate._proto import voxgate_pb2_grpc as pb_grpc
+from voxgate._resume import resume_decision
 from voxgate._serial_writer import SerialWriter
 from voxgate._session_stream import SessionStreams
 from voxgate._wire import normalize_target, opus_encoder  # noqa: F401 - their former home
 from voxgate.call import Call
 from voxgate.errors import AuthError, VoxgateError, from_rpc_error
 from voxgate.task_set import TaskSet
-from voxgate.types import AudioMode, OpusApplication, SampleRate
+from voxgate.types import AudioMode, CallState, OpusApplication, SampleRate
 
 log = logging.getLogger("voxgate.worker")
 
@@ -86,6 +91,7 @@ class Worker:
         opus_application: OpusApplication | str | None = None,
         opus_complexity: int | None = None,
         multiplex: bool | None = None,
+        resume_window_s: float = 30.0,
     ) -> None:
         """`sample_rate` (Hz: 16000, 24000 or 48000) is the PCM rate of every call's audio,
         both ways. `opus_application` (an `OpusApplication` or its value: "voip", "audio",
@@ -93,8 +99,10 @@ class Worker:
         worker's audio for its callers (PCM mode); `None` keeps the transceiver's setting.
         "lowdelay" (CELT only) is the cheaper one for the transceiver and suits synthetic (TTS)
         speech. `multiplex` (default: yes) carries all calls on one stream per transceiver;
-        `False` gives each call a `Session` stream of its own. A bad value is a ValueError
-        here, before anything is sent."""
+        `False` gives each call a `Session` stream of its own. A call whose session is lost
+        (its transceiver died, its network failed) waits `resume_window_s` seconds for the
+        caller to resume it on a new session (0: it ends at once, as before resumes existed).
+        A bad value is a ValueError here, before anything is sent."""
         if isinstance(targets, str):
             targets = [targets]
         if not targets:
@@ -113,6 +121,9 @@ class Worker:
         self._links: list[_Link] = []
         self._calls: asyncio.Queue[Call | VoxgateError | None] = asyncio.Queue()
         self._active: set[Call] = set()
+        self.resume_window_s = resume_window_s
+        # The live calls by call id: what a resume dispatch continues.
+        self._by_call: dict[str, Call] = {}
         self._tasks = TaskSet(f"worker {self.worker_id}")
         self._fatal: VoxgateError | None = None
         self._closed = False
@@ -235,6 +246,13 @@ class Worker:
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     async def _on_dispatch(self, link: _Link, dispatch: pb.Dispatch) -> None:
+        if dispatch.HasField("resume"):
+            self._on_resume(link, dispatch)
+            return
+        for stale in [c for c in self._by_call.values() if c.session_id == dispatch.session_id]:
+            # The transceiver lives and offers the session again (its stream to this backend
+            # broke, not the call's transport): the old Call waits for no resume.
+            stale._give_up_resuming()
         if len(self._active) >= self.capacity or self._closed:
             log.info("%s: at capacity (%d), rejecting", dispatch.session_id, self.capacity)
             # A call from another transceiver took the last place and this one may not have
@@ -260,14 +278,45 @@ class Worker:
             ingress=dispatch.ingress, ingress_reason=dispatch.ingress_reason,
             transport=link.transport, sample_rate=self.sample_rate, mode=self.mode,
             progress_interval_ms=self.progress_interval_ms, encoder=self.encoder, reject=reject,
-            on_done=self._call_done)
+            on_done=self._call_done, call_id=dispatch.call_id,
+            resume_window_s=self.resume_window_s)
         self._active.add(call)
+        self._by_call[call.call_id] = call
         log.info("dispatched %s (attempt %d) from %s", call.session_id, call.attempt, link.target)
         await self._report_load()
         self._calls.put_nowait(call)
 
+    def _on_resume(self, link: _Link, dispatch: pb.Dispatch) -> None:
+        """A resume offer: the live call it names takes the new session, or it is declined.
+        Decided before anything is awaited, so of two offers of one generation only the first
+        is taken."""
+        offer = dispatch.resume
+        call = self._by_call.get(offer.call_id)
+        live = call is not None and call.state is not CallState.ENDED and not self._closed
+        reason = resume_decision(live, call.generation if call else 0, offer.generation)
+
+        async def reject(why: str) -> None:
+            log.info("declined resume of call %s as %s: %s", offer.call_id,
+                     dispatch.session_id, why)
+            await self._send(link, pb.WorkerMessage(reject=pb.Reject(
+                session_id=dispatch.session_id, reason=why, attempt=dispatch.attempt)))
+
+        if reason is not None or call is None:
+            self._tasks.create_task(reject(reason or "resume_unknown"),
+                                    name=f"voxgate-reject-{dispatch.session_id}")
+            return
+
+        async def resume() -> None:
+            if not await call._resume(link.transport, link.target, dispatch.session_id,
+                                      offer.generation):
+                await reject("resume_failed")
+
+        self._tasks.create_task(resume(), name=f"voxgate-resume-{dispatch.session_id}")
+
     def _call_done(self, call: Call) -> None:
         self._active.discard(call)
+        if self._by_call.get(call.call_id) is call:
+            del self._by_call[call.call_id]
         if not self._closed:
             self._tasks.create_task(self._report_load(), name="voxgate-load")
 
