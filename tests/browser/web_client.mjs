@@ -14,6 +14,7 @@
 //   {"cmd":"mute"} / {"cmd":"unmute"} / {"cmd":"stats"} / {"cmd":"hangup"} / {"cmd":"quit"}
 // stdout, one JSON object per line: {"event":"ready"}, {"event":"connected","sessionId",...},
 // {"event":"state","state"}, {"event":"message","message"}, {"event":"ended","reason"},
+// {"event":"resumed","sessionId","previousSessionId","gapMs"} (the call moved to a new session),
 // {"event":"done","cmd","result"} after each command (`stats`: its result is {stats, state,
 // attempts}), {"event":"error",...}.
 // The process ends after `quit`, on stdin's end, or after HARD_TIMEOUT_MS.
@@ -115,6 +116,7 @@ await page.evaluate(async ({ base, token }) => {
         call.on('state', (state) => report({ event: 'state', state, at: performance.now() }));
         call.on('message', (message) => report({ event: 'message', message }));
         call.on('ended', (reason) => report({ event: 'ended', reason, at: performance.now() }));
+        call.on('resumed', (r) => report({ event: 'resumed', ...r, at: performance.now() }));
         // Render what the backend sends: Chromium measures inbound audio energy only then.
         const el = new Audio();
         el.srcObject = call.remoteStream;

@@ -28,6 +28,12 @@ impl WebClient {
 
     /// A driver that gives up (the browser closes) after `lifetime`.
     pub fn start_for(server: &ServerProcess, lifetime: Duration) -> WebClient {
+        Self::start_at(&server.signal_url, lifetime)
+    }
+
+    /// A driver whose page and signaling are at `signal_url` (e.g. a load balancer in front of
+    /// several transceivers).
+    pub fn start_at(signal_url: &str, lifetime: Duration) -> WebClient {
         let root = repo_root();
         assert!(
             root.join("tests/browser/node_modules/playwright-core/package.json")
@@ -37,7 +43,7 @@ impl WebClient {
         let mut child = Command::new("node")
             .arg(root.join("tests/browser/web_client.mjs"))
             .current_dir(root.join("tests/browser"))
-            .env("SIGNAL_URL", &server.signal_url)
+            .env("SIGNAL_URL", signal_url)
             .env("HARD_TIMEOUT_MS", lifetime.as_millis().to_string())
             .env_remove("TOKEN")
             .stdin(Stdio::piped())
