@@ -1,17 +1,35 @@
 import { Emitter } from "./emitter";
 import { type CallState, type EndReason } from "./state";
-import { type ReconnectOptions } from "./reconnect";
+import type { ReconnectOptions } from "./reconnect";
 import { Signaling } from "./signaling";
 import { type CallStats } from "./stats";
 export type CallEvents = {
     state: [CallState];
     message: [unknown];
+    resumed: [Resumed];
     ended: [EndReason];
 };
+/** The call moved to a new session (a resume): what the `resumed` event carries. */
+export interface Resumed {
+    sessionId: string;
+    previousSessionId: string;
+    /** How long no connection carried the call: from the old one's loss (or close) to the new one's. */
+    gapMs: number;
+}
+/** A PeerConnection and its data channel. */
+export interface Peer {
+    pc: RTCPeerConnection;
+    channel: RTCDataChannel;
+}
 /** What the call needs from its creator (see `connect`). */
 export interface CallParts {
     pc: RTCPeerConnection;
     channel: RTCDataChannel;
+    /**
+     * A new PeerConnection set up like the first (same mic track, transceivers, channel label),
+     * for a resume; without it the call cannot resume.
+     */
+    newPeer?: (iceServers: RTCIceServer[]) => Peer;
     signaling: Signaling;
     micStream: MediaStream | null;
     reconnect?: Partial<ReconnectOptions>;
@@ -22,28 +40,37 @@ export interface CallParts {
 }
 export declare class Call extends Emitter<CallEvents> {
     private readonly p;
-    /** The audio the backend sends. */
+    /** The audio the backend sends (the same object across resumes). */
     readonly remoteStream: MediaStream;
     private readonly sm;
-    private readonly policy;
+    private readonly flow;
+    private readonly refresh;
+    private pc;
+    private channel;
+    private detach;
+    /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
+    private pending;
     private location;
     private timer;
+    private refreshTimer;
+    private refreshing;
+    /** When the current connection stopped carrying media (null while it does). */
+    private pathLostAt;
+    /** Where the current resume's gap started (set at its first swap). */
+    private gapFrom;
     private readonly unhook;
     /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
     private hangingUp;
-    /**
-     * Where a resume on another transceiver (issue 38 item 3) plugs in: called when this
-     * transceiver no longer has the session. Returning true means the call carries on.
-     */
-    onSessionLost: (() => Promise<boolean>) | null;
     constructor(p: CallParts);
+    /** Makes `peer` the call's connection; the previous one's listeners are removed. */
+    private adopt;
     get state(): CallState;
     get endReason(): EndReason | null;
-    /** The session id the transceiver gave the call. */
+    /** The id of the session that carries the call now (it changes on a resume). */
     get sessionId(): string;
     /** The session's URL (GET for its JSON, PATCH for ICE restarts, DELETE to end it). */
     get sessionUrl(): string;
-    /** ICE restarts tried in the current outage. */
+    /** Attempts in the current outage: ICE restarts, or resume attempts once resuming. */
     get reconnectAttempts(): number;
     /**
      * Sends the offer and waits for `connected`: ICE connected and the data channel open (or
@@ -58,7 +85,8 @@ export declare class Call extends Emitter<CallEvents> {
     /**
      * Ends the call: DELETE on the session, then closes the connection. In that order: a
      * connection closed first makes the server end the session itself, and the DELETE then
-     * finds none (a 404 the browser logs as an error).
+     * finds none (a 404 the browser logs as an error). A resume under way is abandoned; a session
+     * its POST creates after this is DELETEd as soon as it is known.
      */
     hangup(): Promise<void>;
     stats(): Promise<CallStats>;
@@ -68,15 +96,28 @@ export declare class Call extends Emitter<CallEvents> {
     private offer;
     private gathered;
     private applyAnswer;
+    /** A new credential arrived: the call can resume, and the next refresh is a third of its TTL away. */
+    private noteCredential;
+    private armRefresh;
+    /** Renews the credential while connected; a failure waits for the next tick, the call goes on. */
+    private refreshTick;
     private untilConnected;
+    /** Waits until `peer` carries the call (ICE up, channel open); rejects on failure or the end. */
+    private untilPeerUp;
     private onIce;
     private watchNetwork;
-    /** Acts on the policy's decision at the current time. */
+    /** Acts on Continuity's decision at the current time. */
     private step;
     private restart;
+    /**
+     * One resume attempt: a new PeerConnection, its offer POSTed with the credential, the swap on
+     * 201, then its connection. Continuity hears how it went.
+     */
+    private resume;
     /** Whether the call has ended (a method, so a check after an await is not narrowed away). */
     private ended;
-    private lost;
+    /** Ended, or ending at the app's request: a resume under way stops. */
+    private aborted;
     private onMessage;
     /** Ends the call once: closes everything and emits `state` then `ended`. */
     private finish;

@@ -1,11 +1,13 @@
 import { Call } from "./call";
 import type { ReconnectOptions } from "./reconnect";
 import { type Fetch } from "./signaling";
-export { Call, type CallEvents } from "./call";
+export { Call, type CallEvents, type Resumed } from "./call";
+export { Continuity, restartResultOf, resumeResultOf, type RestartResult, type ResumeResult, type Step, } from "./continuity";
 export { VoxgateError, type ErrorCode } from "./errors";
 export { DEFAULT_MIC, micConstraints } from "./mic";
 export { DEFAULT_RECONNECT, ReconnectPolicy, type ReconnectOptions, type Decision } from "./reconnect";
-export { Signaling, parseLinkIceServers, sessionIdOf, sessionsUrl } from "./signaling";
+export { DEFAULT_RESUME_TTL_SECS, RefreshSchedule, refreshIntervalMs } from "./refresh";
+export { Signaling, credentialGeneration, parseLinkIceServers, parseResumeHeaders, parseRetryAfter, sessionIdOf, sessionsUrl, type Created, type ResumeCredential, } from "./signaling";
 export { CallStateMachine, type CallState, type EndReason } from "./state";
 export { summarise, type CallStats, type UplinkReport } from "./stats";
 export interface ConnectOptions {

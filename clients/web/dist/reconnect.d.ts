@@ -3,6 +3,12 @@ export interface ReconnectOptions {
     maxAttempts: number;
     backoffMs: number;
     maxBackoffMs: number;
+    /**
+     * How long a resume may take, from its first attempt: retryable refusals are retried (with the
+     * same backoff, or the server's `Retry-After`) until then. The backend keeps a call whose
+     * session broke for 30 s by default.
+     */
+    resumeWindowMs: number;
 }
 export declare const DEFAULT_RECONNECT: ReconnectOptions;
 export type IceState = RTCIceConnectionState;

@@ -11,7 +11,31 @@ export interface Created {
     location: string;
     answer: string;
     iceServers: RTCIceServer[];
+    /** The answer's resume credential, when the server sent one. */
+    resume: ResumeCredential | null;
 }
+/** A resume credential (`vr1....`) and how long it is valid from when it arrived. */
+export interface ResumeCredential {
+    credential: string;
+    ttlSecs: number;
+}
+/** The resume credential of an answer's headers, or null when it carries none. */
+export declare function parseResumeHeaders(headers: Headers): ResumeCredential | null;
+/**
+ * The call generation a credential names, or null when unreadable. The payload is signed, not
+ * encrypted (docs/continuity.md): base64url-nopad JSON with `g`, the generation.
+ */
+export declare function credentialGeneration(credential: string): number | null;
+/**
+ * Whether `next` may replace `held`: not when it names an older generation of the call (a late
+ * answer of the session a resume replaced; resuming with it would be refused as stale).
+ */
+export declare function supersedes(next: ResumeCredential, held: ResumeCredential | null): boolean;
+/**
+ * `Retry-After` in milliseconds (delay-seconds or an HTTP date, RFC 9110 section 10.2.3), or
+ * undefined when absent or unreadable.
+ */
+export declare function parseRetryAfter(value: string | null, now?: number): number | undefined;
 /** The session id: the last path segment of its Location. */
 export declare function sessionIdOf(location: string): string;
 /** The POST endpoint for a signaling base URL (`https://host` or `https://host/v1/sessions`). */
@@ -25,11 +49,28 @@ export declare function parseLinkIceServers(values: string[]): RTCIceServer[];
 export declare class Signaling {
     private readonly opts;
     private readonly fetch;
+    /** The POST endpoint of `create` (a resume goes there too, not to a Location). */
+    private endpoint;
+    private latest;
     constructor(opts?: SignalingOptions);
+    /** The latest resume credential the server sent, or null before the first (or from an old server). */
+    get credential(): ResumeCredential | null;
     private headers;
+    /** Keeps the answer's credential, if it carries one that is not older than the one held. */
+    private remember;
     private send;
     /** POSTs the offer; the answer, the session's absolute Location and any ICE servers. */
     create(base: string, offer: string): Promise<Created>;
+    private created;
+    /**
+     * Resumes the call on a new session: POSTs a new offer (of a new RTCPeerConnection) with the
+     * credential as bearer to the endpoint `create` used. 201 → the new session; 401 →
+     * `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503 → `busy` with
+     * `retryAfterMs`, other 5xx → `signaling`, a fetch that throws → `network` (worth retrying).
+     */
+    resume(offer: string, credential?: string | undefined): Promise<Created>;
+    /** Renews the resume credential (`GET {location}/resume`); the new one. */
+    refreshResume(location: string): Promise<ResumeCredential>;
     /** ICE restart: PATCHes a new offer to the session; the answer. 404 → `not_found`. */
     restart(location: string, offer: string): Promise<string>;
     /** Ends the session (best effort: a session already gone is not an error). */

@@ -25,18 +25,19 @@ var Emitter = class {
 
 // src/errors.ts
 var VoxgateError = class extends Error {
-  constructor(code, message, status) {
+  constructor(code, message, status, retryAfterMs) {
     super(message);
     this.name = "VoxgateError";
     this.code = code;
     this.status = status;
+    this.retryAfterMs = retryAfterMs;
   }
 };
-function errorForStatus(status, what, body) {
+function errorForStatus(status, what, body, retryAfterMs) {
   const detail = `${what} answered ${status}: ${body.trim().slice(0, 200)}`;
   if (status === 401 || status === 403) return new VoxgateError("unauthorized", detail, status);
   if (status === 404 || status === 410) return new VoxgateError("not_found", detail, status);
-  if (status === 429 || status === 503) return new VoxgateError("busy", detail, status);
+  if (status === 429 || status === 503) return new VoxgateError("busy", detail, status, retryAfterMs);
   return new VoxgateError("signaling", detail, status);
 }
 
@@ -78,7 +79,8 @@ var DEFAULT_RECONNECT = {
   disconnectGraceMs: 1e3,
   maxAttempts: 5,
   backoffMs: 500,
-  maxBackoffMs: 4e3
+  maxBackoffMs: 4e3,
+  resumeWindowMs: 25e3
 };
 var ReconnectPolicy = class {
   constructor(opts = {}) {
@@ -158,7 +160,208 @@ var ReconnectPolicy = class {
   }
 };
 
+// src/continuity.ts
+function restartResultOf(e) {
+  if (!(e instanceof VoxgateError)) return "error";
+  if (e.code === "not_found") return "not_found";
+  if (e.code === "network") return "unreachable";
+  if (e.status !== void 0 && e.status >= 500) return "server_error";
+  return "error";
+}
+function resumeResultOf(e) {
+  if (e instanceof VoxgateError) {
+    if (e.code === "resume_invalid" || e.code === "resume_refused" || e.code === "call_gone") {
+      return { kind: "final", reason: e.code };
+    }
+    if (e.code === "network" || e.code === "busy" || e.status !== void 0 && e.status >= 500) {
+      return { kind: "retry", afterMs: e.retryAfterMs ?? null };
+    }
+    return { kind: "final", reason: "lost" };
+  }
+  return { kind: "retry", afterMs: null };
+}
+var Continuity = class {
+  constructor(opts = {}) {
+    this.mode = "ice";
+    this.lastRestart = null;
+    this.endWith = null;
+    this.attempt = 0;
+    this.inFlight = false;
+    this.nextAt = 0;
+    this.deadline = 0;
+    /** Whether the call holds a resume credential (the call says so as answers arrive). */
+    this.canResume = false;
+    this.o = { ...DEFAULT_RECONNECT, ...opts };
+    this.ice = new ReconnectPolicy(this.o);
+  }
+  /** Whether a resume is under way (between its trigger and the new session connecting). */
+  get resuming() {
+    return this.mode === "resume";
+  }
+  /** ICE restarts tried in the current outage. */
+  get restartAttempts() {
+    return this.ice.attempts;
+  }
+  /** Resume attempts in the current resume. */
+  get resumeAttempts() {
+    return this.attempt;
+  }
+  onIceState(now, state) {
+    if (this.mode === "ice") this.ice.onIceState(now, state);
+  }
+  onNetworkChange(now) {
+    if (this.mode === "ice") this.ice.onNetworkChange(now);
+  }
+  onRestartDone(now, result) {
+    if (this.mode !== "ice") return;
+    this.lastRestart = result;
+    if (result === "not_found" || result === "unreachable") {
+      this.startResume(now, "lost");
+      return;
+    }
+    this.ice.onRestartDone(now, result === "ok" ? "ok" : "error");
+  }
+  /** The transceiver asked the call to move (`session.migrate`). */
+  onMigrate(now) {
+    if (this.mode === "ice") this.startResume(now, null);
+  }
+  /** The server's `session.ended` on the current session's data channel. */
+  onSessionEnded(now, reason) {
+    if (this.mode !== "ice") return;
+    if (reason === "shutdown") this.startResume(now, "shutdown");
+    else this.end(reason);
+  }
+  onResumeDone(now, result) {
+    if (this.mode !== "resume") return;
+    this.inFlight = false;
+    if (result.kind === "ok") {
+      this.mode = "ice";
+      this.ice = new ReconnectPolicy(this.o);
+      this.lastRestart = null;
+      this.attempt = 0;
+    } else if (result.kind === "final") {
+      this.end(result.reason);
+    } else {
+      const backoff = Math.min(this.o.backoffMs * 2 ** (this.attempt - 1), this.o.maxBackoffMs);
+      this.nextAt = now + Math.max(backoff, result.afterMs ?? 0);
+    }
+  }
+  /** What to do at `now`. `end` comes once; after it, `none`. */
+  poll(now) {
+    if (this.mode === "ended") {
+      if (this.endWith === null) return { kind: "none" };
+      const reason = this.endWith;
+      this.endWith = null;
+      return { kind: "end", reason };
+    }
+    if (this.mode === "ice") {
+      const d = this.ice.poll(now);
+      if (d.kind !== "give_up") return d;
+      if (this.lastRestart !== "server_error") {
+        this.end("lost");
+        return this.poll(now);
+      }
+      this.startResume(now, "lost");
+      return this.poll(now);
+    }
+    if (this.inFlight) return { kind: "none" };
+    if (this.nextAt > this.deadline) {
+      this.end("lost");
+      return this.poll(now);
+    }
+    if (now < this.nextAt) return { kind: "wait", at: this.nextAt };
+    this.attempt += 1;
+    this.inFlight = true;
+    return { kind: "resume", attempt: this.attempt };
+  }
+  /** The latest time the current resume may still try (meaningful while `resuming`). */
+  get resumeDeadline() {
+    return this.deadline;
+  }
+  /** `orEnd`: the reason to end with when there is no credential (null: carry on as before). */
+  startResume(now, orEnd) {
+    if (!this.canResume) {
+      if (orEnd !== null) this.end(orEnd);
+      return;
+    }
+    this.mode = "resume";
+    this.attempt = 0;
+    this.inFlight = false;
+    this.nextAt = now;
+    this.deadline = now + this.o.resumeWindowMs;
+  }
+  /** Ends the recovery (the call's own hang-up, or a decision above). */
+  end(reason) {
+    if (this.mode === "ended") return;
+    this.mode = "ended";
+    this.endWith = reason;
+  }
+};
+
+// src/refresh.ts
+var MIN_REFRESH_MS = 5e3;
+var DEFAULT_RESUME_TTL_SECS = 120;
+function refreshIntervalMs(ttlSecs) {
+  const ttl = ttlSecs > 0 ? ttlSecs : DEFAULT_RESUME_TTL_SECS;
+  return Math.max(MIN_REFRESH_MS, ttl * 1e3 / 3);
+}
+var RefreshSchedule = class {
+  constructor() {
+    this.at = null;
+    this.interval = refreshIntervalMs(0);
+    this.stopped = false;
+  }
+  /** A credential arrived at `now` (a 201, a 200 to PATCH, or a refresh). */
+  onCredential(now, ttlSecs) {
+    this.interval = refreshIntervalMs(ttlSecs);
+    if (!this.stopped) this.at = now + this.interval;
+  }
+  /** A refresh failed: the next tick tries again (the credential in hand is still valid). */
+  onRefreshFailed(now) {
+    if (!this.stopped) this.at = now + this.interval;
+  }
+  /** When the next refresh is due; null before the first credential and after `stop`. */
+  get nextAt() {
+    return this.at;
+  }
+  /** The call ended: nothing is due any more. */
+  stop() {
+    this.stopped = true;
+    this.at = null;
+  }
+};
+
 // src/signaling.ts
+function parseResumeHeaders(headers) {
+  const credential = headers.get("X-Voxgate-Resume")?.trim();
+  if (!credential) return null;
+  const ttl = Number(headers.get("X-Voxgate-Resume-Ttl") ?? "");
+  return { credential, ttlSecs: Number.isFinite(ttl) && ttl > 0 ? ttl : 0 };
+}
+function credentialGeneration(credential) {
+  const parts = credential.split(".");
+  if (parts.length !== 3 || parts[0] !== "vr1") return null;
+  try {
+    const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
+    const claims = JSON.parse(atob(b64 + "=".repeat((4 - b64.length % 4) % 4)));
+    return typeof claims.g === "number" ? claims.g : null;
+  } catch {
+    return null;
+  }
+}
+function supersedes(next, held) {
+  if (!held) return true;
+  const a = credentialGeneration(next.credential);
+  const b = credentialGeneration(held.credential);
+  return a === null || b === null || a >= b;
+}
+function parseRetryAfter(value, now = Date.now()) {
+  if (value === null || !value.trim()) return void 0;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v) * 1e3;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? void 0 : Math.max(0, at - now);
+}
 function sessionIdOf(location) {
   const path = new URL(location, "http://x").pathname;
   return path.slice(path.lastIndexOf("/") + 1);
@@ -211,13 +414,27 @@ function splitOutside(s, sep) {
 var Signaling = class {
   constructor(opts = {}) {
     this.opts = opts;
+    /** The POST endpoint of `create` (a resume goes there too, not to a Location). */
+    this.endpoint = "";
+    this.latest = null;
     this.fetch = opts.fetch ?? ((i, init) => globalThis.fetch(i, init));
   }
-  headers(contentType) {
+  /** The latest resume credential the server sent, or null before the first (or from an old server). */
+  get credential() {
+    return this.latest;
+  }
+  headers(contentType, bearer) {
     const h = {};
     if (contentType) h["Content-Type"] = contentType;
-    if (this.opts.token) h["Authorization"] = `Bearer ${this.opts.token}`;
+    const token = bearer ?? this.latest?.credential ?? this.opts.token;
+    if (token) h["Authorization"] = `Bearer ${token}`;
     return h;
+  }
+  /** Keeps the answer's credential, if it carries one that is not older than the one held. */
+  remember(resp) {
+    const r = parseResumeHeaders(resp.headers);
+    if (r && supersedes(r, this.latest)) this.latest = r;
+    return r;
   }
   async send(what, url, init) {
     try {
@@ -228,22 +445,61 @@ var Signaling = class {
   }
   /** POSTs the offer; the answer, the session's absolute Location and any ICE servers. */
   async create(base, offer) {
-    const url = sessionsUrl(base, this.opts.metadata);
-    const resp = await this.send("POST", url, {
+    this.endpoint = sessionsUrl(base, this.opts.metadata);
+    const resp = await this.send("POST", this.endpoint, {
       method: "POST",
       headers: this.headers("application/sdp"),
       body: offer
     });
     const body = await resp.text();
-    if (resp.status !== 201) throw errorForStatus(resp.status, "POST", body);
+    if (resp.status !== 201) throw errorForStatus(resp.status, "POST", body, retryAfterOf(resp));
+    return this.created("POST", resp, body);
+  }
+  created(what, resp, body) {
     const loc = resp.headers.get("Location");
-    if (!loc) throw new VoxgateError("signaling", "POST answered 201 without a Location", 201);
+    if (!loc) throw new VoxgateError("signaling", `${what} answered 201 without a Location`, 201);
     const links = resp.headers.get("Link");
     return {
-      location: new URL(loc, url).toString(),
+      location: new URL(loc, this.endpoint).toString(),
       answer: body,
-      iceServers: links ? parseLinkIceServers([links]) : []
+      iceServers: links ? parseLinkIceServers([links]) : [],
+      resume: this.remember(resp)
     };
+  }
+  /**
+   * Resumes the call on a new session: POSTs a new offer (of a new RTCPeerConnection) with the
+   * credential as bearer to the endpoint `create` used. 201 → the new session; 401 →
+   * `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503 → `busy` with
+   * `retryAfterMs`, other 5xx → `signaling`, a fetch that throws → `network` (worth retrying).
+   */
+  async resume(offer, credential = this.latest?.credential) {
+    if (!this.endpoint) throw new VoxgateError("closed", "resume before the call was created");
+    if (!credential) throw new VoxgateError("resume_invalid", "no resume credential");
+    const resp = await this.send("POST (resume)", this.endpoint, {
+      method: "POST",
+      headers: this.headers("application/sdp", credential),
+      body: offer
+    });
+    const body = await resp.text();
+    if (resp.status === 201) return this.created("POST (resume)", resp, body);
+    const detail = `POST (resume) answered ${resp.status}: ${body.trim().slice(0, 200)}`;
+    if (resp.status === 401) throw new VoxgateError("resume_invalid", detail, 401);
+    if (resp.status === 409) throw new VoxgateError("resume_refused", detail, 409);
+    if (resp.status === 410) throw new VoxgateError("call_gone", detail, 410);
+    throw errorForStatus(resp.status, "POST (resume)", body, retryAfterOf(resp));
+  }
+  /** Renews the resume credential (`GET {location}/resume`); the new one. */
+  async refreshResume(location) {
+    const url = location.replace(/\/+$/, "") + "/resume";
+    const resp = await this.send("GET", url, { method: "GET", headers: this.headers() });
+    const body = (await resp.text()).trim();
+    if (resp.status !== 200) throw errorForStatus(resp.status, "GET /resume", body);
+    const fromHeaders = parseResumeHeaders(resp.headers);
+    const credential = body || fromHeaders?.credential;
+    if (!credential) throw new VoxgateError("signaling", "GET /resume answered 200 without a credential", 200);
+    const fresh = { credential, ttlSecs: fromHeaders?.ttlSecs ?? this.latest?.ttlSecs ?? 0 };
+    if (supersedes(fresh, this.latest)) this.latest = fresh;
+    return fresh;
   }
   /** ICE restart: PATCHes a new offer to the session; the answer. 404 → `not_found`. */
   async restart(location, offer) {
@@ -253,7 +509,8 @@ var Signaling = class {
       body: offer
     });
     const body = await resp.text();
-    if (resp.status !== 200) throw errorForStatus(resp.status, "PATCH", body);
+    if (resp.status !== 200) throw errorForStatus(resp.status, "PATCH", body, retryAfterOf(resp));
+    this.remember(resp);
     return body;
   }
   /** Ends the session (best effort: a session already gone is not an error). */
@@ -272,6 +529,9 @@ var Signaling = class {
     return JSON.parse(body);
   }
 };
+function retryAfterOf(resp) {
+  return parseRetryAfter(resp.headers.get("Retry-After"));
+}
 
 // src/stats.ts
 var num = (v) => typeof v === "number" && Number.isFinite(v) ? v : 0;
@@ -334,28 +594,65 @@ function summarise(report) {
 }
 
 // src/call.ts
+var isUp = (ice) => ice === "connected" || ice === "completed";
+function closePeer(peer) {
+  try {
+    peer.channel.close();
+  } catch {
+  }
+  peer.pc.close();
+}
 var Call = class extends Emitter {
   constructor(p) {
     super();
     this.p = p;
     this.sm = new CallStateMachine();
+    this.refresh = new RefreshSchedule();
+    this.detach = () => {
+    };
+    /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
+    this.pending = null;
     this.location = "";
     this.timer = null;
+    this.refreshTimer = null;
+    this.refreshing = false;
+    /** When the current connection stopped carrying media (null while it does). */
+    this.pathLostAt = null;
+    /** Where the current resume's gap started (set at its first swap). */
+    this.gapFrom = null;
     this.unhook = [];
     /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
     this.hangingUp = false;
-    /**
-     * Where a resume on another transceiver (issue 38 item 3) plugs in: called when this
-     * transceiver no longer has the session. Returning true means the call carries on.
-     */
-    this.onSessionLost = null;
-    this.policy = new ReconnectPolicy(p.reconnect);
+    this.flow = new Continuity(p.reconnect);
     this.remoteStream = new MediaStream();
-    p.pc.addEventListener("track", (e) => this.remoteStream.addTrack(e.track));
-    p.pc.addEventListener("iceconnectionstatechange", () => this.onIce());
-    p.channel.addEventListener("message", (e) => this.onMessage(e.data));
-    p.channel.addEventListener("open", () => this.onIce());
+    this.pc = p.pc;
+    this.channel = p.channel;
+    this.adopt({ pc: p.pc, channel: p.channel });
     this.watchNetwork();
+  }
+  /** Makes `peer` the call's connection; the previous one's listeners are removed. */
+  adopt(peer) {
+    this.detach();
+    this.pc = peer.pc;
+    this.channel = peer.channel;
+    const onTrack = (e) => {
+      for (const t of this.remoteStream.getTracks()) {
+        if (t.kind === e.track.kind && t !== e.track) this.remoteStream.removeTrack(t);
+      }
+      this.remoteStream.addTrack(e.track);
+    };
+    const onIce = () => this.onIce();
+    const onMessage = (e) => this.onMessage(e.data);
+    peer.pc.addEventListener("track", onTrack);
+    peer.pc.addEventListener("iceconnectionstatechange", onIce);
+    peer.channel.addEventListener("message", onMessage);
+    peer.channel.addEventListener("open", onIce);
+    this.detach = () => {
+      peer.pc.removeEventListener("track", onTrack);
+      peer.pc.removeEventListener("iceconnectionstatechange", onIce);
+      peer.channel.removeEventListener("message", onMessage);
+      peer.channel.removeEventListener("open", onIce);
+    };
   }
   get state() {
     return this.sm.state;
@@ -363,7 +660,7 @@ var Call = class extends Emitter {
   get endReason() {
     return this.sm.endReason;
   }
-  /** The session id the transceiver gave the call. */
+  /** The id of the session that carries the call now (it changes on a resume). */
   get sessionId() {
     return this.location ? sessionIdOf(this.location) : "";
   }
@@ -371,9 +668,9 @@ var Call = class extends Emitter {
   get sessionUrl() {
     return this.location;
   }
-  /** ICE restarts tried in the current outage. */
+  /** Attempts in the current outage: ICE restarts, or resume attempts once resuming. */
   get reconnectAttempts() {
-    return this.policy.attempts;
+    return this.flow.resuming ? this.flow.resumeAttempts : this.flow.restartAttempts;
   }
   /**
    * Sends the offer and waits for `connected`: ICE connected and the data channel open (or
@@ -381,13 +678,14 @@ var Call = class extends Emitter {
    */
   async start(base, timeoutMs) {
     try {
-      const offer = await this.offer(false);
+      const offer = await this.offer(this.pc, false);
       const created = await this.p.signaling.create(base, offer);
       this.location = created.location;
+      this.noteCredential(created.resume);
       if (created.iceServers.length) {
-        this.p.pc.setConfiguration({ ...this.p.pc.getConfiguration(), iceServers: created.iceServers });
+        this.pc.setConfiguration({ ...this.pc.getConfiguration(), iceServers: created.iceServers });
       }
-      await this.applyAnswer(created.answer);
+      await this.applyAnswer(this.pc, created.answer);
       await this.untilConnected(timeoutMs);
     } catch (e) {
       this.finish("failed");
@@ -396,10 +694,10 @@ var Call = class extends Emitter {
   }
   /** Sends a message on the data channel (objects as JSON). */
   send(message) {
-    if (this.p.channel.readyState !== "open") {
-      throw new VoxgateError("closed", `data channel is ${this.p.channel.readyState}`);
+    if (this.channel.readyState !== "open") {
+      throw new VoxgateError("closed", `data channel is ${this.channel.readyState}`);
     }
-    this.p.channel.send(typeof message === "string" ? message : JSON.stringify(message));
+    this.channel.send(typeof message === "string" ? message : JSON.stringify(message));
   }
   mute() {
     this.setMic(false);
@@ -413,11 +711,12 @@ var Call = class extends Emitter {
   /**
    * Ends the call: DELETE on the session, then closes the connection. In that order: a
    * connection closed first makes the server end the session itself, and the DELETE then
-   * finds none (a 404 the browser logs as an error).
+   * finds none (a 404 the browser logs as an error). A resume under way is abandoned; a session
+   * its POST creates after this is DELETEd as soon as it is known.
    */
   async hangup() {
     const location = this.location;
-    if (this.ended()) return;
+    if (this.ended() || this.hangingUp) return;
     this.hangingUp = true;
     if (location) {
       try {
@@ -428,7 +727,7 @@ var Call = class extends Emitter {
     this.finish("hangup");
   }
   async stats() {
-    const report = await this.p.pc.getStats();
+    const report = await this.pc.getStats();
     return summarise(report);
   }
   /** The server's JSON view of the session. */
@@ -439,15 +738,13 @@ var Call = class extends Emitter {
   setMic(enabled) {
     for (const t of this.p.micStream?.getAudioTracks() ?? []) t.enabled = enabled;
   }
-  async offer(iceRestart) {
-    const pc = this.p.pc;
+  async offer(pc, iceRestart) {
     if (iceRestart) pc.restartIce();
     await pc.setLocalDescription(await pc.createOffer({ iceRestart }));
-    await this.gathered();
+    await this.gathered(pc);
     return pc.localDescription?.sdp ?? "";
   }
-  gathered() {
-    const pc = this.p.pc;
+  gathered(pc) {
     if (pc.iceGatheringState === "complete") return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
@@ -460,9 +757,47 @@ var Call = class extends Emitter {
       pc.addEventListener("icegatheringstatechange", check);
     });
   }
-  async applyAnswer(sdp) {
+  async applyAnswer(pc, sdp) {
     const answer = this.p.answerTransform ? this.p.answerTransform(sdp) : sdp;
-    await this.p.pc.setRemoteDescription({ type: "answer", sdp: answer });
+    await pc.setRemoteDescription({ type: "answer", sdp: answer });
+  }
+  /** A new credential arrived: the call can resume, and the next refresh is a third of its TTL away. */
+  noteCredential(r) {
+    if (!r) return;
+    this.flow.canResume = !!this.p.newPeer;
+    this.refresh.onCredential(Date.now(), r.ttlSecs);
+    this.armRefresh();
+  }
+  armRefresh() {
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
+    const at = this.refresh.nextAt;
+    if (at === null || this.ended()) return;
+    this.refreshTimer = setTimeout(() => void this.refreshTick(), Math.max(0, at - Date.now()));
+  }
+  /** Renews the credential while connected; a failure waits for the next tick, the call goes on. */
+  async refreshTick() {
+    this.refreshTimer = null;
+    if (this.ended() || this.refreshing) return;
+    if (this.sm.state !== "connected") {
+      this.refresh.onRefreshFailed(Date.now());
+      this.armRefresh();
+      return;
+    }
+    this.refreshing = true;
+    const before = this.p.signaling.credential;
+    try {
+      await this.p.signaling.refreshResume(this.location);
+    } catch {
+    }
+    this.refreshing = false;
+    if (this.ended()) return;
+    const now = this.p.signaling.credential;
+    if (now && now !== before) this.noteCredential(now);
+    else {
+      this.refresh.onRefreshFailed(Date.now());
+      this.armRefresh();
+    }
   }
   untilConnected(timeoutMs) {
     return new Promise((resolve, reject) => {
@@ -471,7 +806,7 @@ var Call = class extends Emitter {
         if (this.sm.state === "ended") {
           return finish(new VoxgateError("closed", `call ended (${this.sm.endReason}) before connecting`));
         }
-        const ice = this.p.pc.iceConnectionState;
+        const ice = this.pc.iceConnectionState;
         if (ice === "failed" || ice === "closed") {
           return finish(new VoxgateError("network", `ICE ${ice} before connecting`));
         }
@@ -479,7 +814,7 @@ var Call = class extends Emitter {
       const finish = (err) => {
         clearTimeout(t);
         off();
-        this.p.pc.removeEventListener("iceconnectionstatechange", check);
+        this.pc.removeEventListener("iceconnectionstatechange", check);
         if (err) reject(err);
         else resolve();
       };
@@ -488,28 +823,55 @@ var Call = class extends Emitter {
         timeoutMs
       );
       const off = this.on("state", check);
-      this.p.pc.addEventListener("iceconnectionstatechange", check);
+      this.pc.addEventListener("iceconnectionstatechange", check);
+      check();
+    });
+  }
+  /** Waits until `peer` carries the call (ICE up, channel open); rejects on failure or the end. */
+  untilPeerUp(peer, timeoutMs) {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const ice = peer.pc.iceConnectionState;
+        if (this.ended()) return finish(new VoxgateError("closed", "call ended during a resume"));
+        if (isUp(ice) && peer.channel.readyState === "open") return finish(null);
+        if (ice === "failed" || ice === "closed") finish(new Error(`resumed connection: ICE ${ice}`));
+      };
+      const finish = (err) => {
+        clearTimeout(t);
+        off();
+        peer.pc.removeEventListener("iceconnectionstatechange", check);
+        peer.channel.removeEventListener("open", check);
+        if (err) reject(err);
+        else resolve();
+      };
+      const t = setTimeout(() => finish(new Error(`resumed connection not up after ${timeoutMs} ms`)), timeoutMs);
+      const off = this.on("state", check);
+      peer.pc.addEventListener("iceconnectionstatechange", check);
+      peer.channel.addEventListener("open", check);
       check();
     });
   }
   onIce() {
-    const ice = this.p.pc.iceConnectionState;
-    if (this.sm.state === "ended") return;
-    if (ice === "connected" || ice === "completed") {
-      if (this.sm.state === "connecting" && this.p.channel.readyState !== "open") return;
+    const ice = this.pc.iceConnectionState;
+    if (this.ended()) return;
+    if (isUp(ice)) this.pathLostAt = null;
+    else this.pathLostAt ?? (this.pathLostAt = Date.now());
+    if (this.flow.resuming) return;
+    if (isUp(ice)) {
+      if (this.sm.state === "connecting" && this.channel.readyState !== "open") return;
       if (this.sm.to("connected")) this.emit("state", "connected");
     } else if ((ice === "disconnected" || ice === "failed") && this.sm.state === "connecting") {
       if (ice === "failed") this.finish("failed");
       return;
     }
     if (this.sm.state === "connecting") return;
-    this.policy.onIceState(Date.now(), ice);
+    this.flow.onIceState(Date.now(), ice);
     this.step();
   }
   watchNetwork() {
     const changed = () => {
       if (this.sm.state !== "connected") return;
-      this.policy.onNetworkChange(Date.now());
+      this.flow.onNetworkChange(Date.now());
       this.step();
     };
     if (typeof window !== "undefined") {
@@ -522,50 +884,108 @@ var Call = class extends Emitter {
       this.unhook.push(() => conn.removeEventListener("change", changed));
     }
   }
-  /** Acts on the policy's decision at the current time. */
+  /** Acts on Continuity's decision at the current time. */
   step() {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (this.sm.state === "ended") return;
-    const d = this.policy.poll(Date.now());
+    if (this.aborted()) return;
+    const d = this.flow.poll(Date.now());
     if (d.kind === "wait") {
       this.timer = setTimeout(() => this.step(), Math.max(0, d.at - Date.now()));
-    } else if (d.kind === "restart") {
+    } else if (d.kind === "restart" || d.kind === "resume") {
       if (this.sm.to("reconnecting")) this.emit("state", "reconnecting");
-      void this.restart();
-    } else if (d.kind === "give_up") {
-      void this.lost();
+      void (d.kind === "restart" ? this.restart() : this.resume());
+    } else if (d.kind === "end") {
+      this.finish(d.reason);
     }
   }
   async restart() {
+    const pc = this.pc;
+    const before = this.p.signaling.credential;
     let outcome = "ok";
     try {
-      const offer = await this.offer(true);
-      if (this.ended()) return;
+      const offer = await this.offer(pc, true);
+      if (this.ended() || pc !== this.pc) return;
       const answer = await this.p.signaling.restart(this.location, offer);
-      if (this.ended()) return;
-      await this.applyAnswer(answer);
+      if (this.ended() || pc !== this.pc) return;
+      await this.applyAnswer(pc, answer);
     } catch (e) {
-      outcome = e instanceof VoxgateError && e.code === "not_found" ? "not_found" : "error";
-      if (this.p.pc.signalingState === "have-local-offer") {
+      if (this.ended() || pc !== this.pc) return;
+      outcome = restartResultOf(e);
+      if (pc.signalingState === "have-local-offer") {
         try {
-          await this.p.pc.setLocalDescription({ type: "rollback" });
+          await pc.setLocalDescription({ type: "rollback" });
         } catch {
         }
       }
     }
-    this.policy.onRestartDone(Date.now(), outcome);
-    const ice = this.p.pc.iceConnectionState;
-    if (ice === "connected" || ice === "completed") this.policy.onIceState(Date.now(), ice);
+    const fresh = this.p.signaling.credential;
+    if (fresh && fresh !== before) this.noteCredential(fresh);
+    this.flow.onRestartDone(Date.now(), outcome);
+    const ice = pc.iceConnectionState;
+    if (isUp(ice)) this.flow.onIceState(Date.now(), ice);
+    this.step();
+  }
+  /**
+   * One resume attempt: a new PeerConnection, its offer POSTed with the credential, the swap on
+   * 201, then its connection. Continuity hears how it went.
+   */
+  async resume() {
+    const newPeer = this.p.newPeer;
+    if (!newPeer) return;
+    const previousSessionId = this.sessionId;
+    const peer = newPeer(this.pc.getConfiguration().iceServers ?? []);
+    this.pending = peer;
+    let result = { kind: "ok" };
+    try {
+      const offer = await this.offer(peer.pc, false);
+      if (this.aborted()) return;
+      const created = await this.p.signaling.resume(offer);
+      if (this.aborted()) {
+        await this.p.signaling.hangup(created.location).catch(() => 0);
+        return;
+      }
+      this.gapFrom ?? (this.gapFrom = this.pathLostAt ?? Date.now());
+      const old = { pc: this.pc, channel: this.channel };
+      this.pending = null;
+      this.adopt(peer);
+      closePeer(old);
+      this.location = created.location;
+      this.noteCredential(created.resume);
+      if (created.iceServers.length) {
+        peer.pc.setConfiguration({ ...peer.pc.getConfiguration(), iceServers: created.iceServers });
+      }
+      await this.applyAnswer(peer.pc, created.answer);
+      const left = this.flow.resumeDeadline - Date.now();
+      await this.untilPeerUp(peer, Math.max(left, 2e3));
+    } catch (e) {
+      if (this.aborted()) return;
+      result = resumeResultOf(e);
+    } finally {
+      if (this.pending === peer) {
+        this.pending = null;
+        closePeer(peer);
+      }
+    }
+    if (this.aborted()) return;
+    this.flow.onResumeDone(Date.now(), result);
+    if (result.kind === "ok") {
+      const now = Date.now();
+      const gapMs = Math.max(0, now - (this.gapFrom ?? now));
+      this.gapFrom = null;
+      this.pathLostAt = null;
+      if (this.sm.to("connected")) this.emit("state", "connected");
+      this.emit("resumed", { sessionId: this.sessionId, previousSessionId, gapMs });
+    }
     this.step();
   }
   /** Whether the call has ended (a method, so a check after an await is not narrowed away). */
   ended() {
     return this.sm.state === "ended";
   }
-  async lost() {
-    if (this.onSessionLost && await this.onSessionLost()) return;
-    this.finish("lost");
+  /** Ended, or ending at the app's request: a resume under way stops. */
+  aborted() {
+    return this.ended() || this.hangingUp;
   }
   onMessage(data) {
     let parsed = data;
@@ -578,7 +998,20 @@ var Call = class extends Emitter {
     }
     const m = parsed;
     if (m && typeof m === "object" && m.type === "session.ended") {
-      this.finish(this.hangingUp ? "hangup" : typeof m.reason === "string" ? m.reason : "deleted");
+      const reason = typeof m.reason === "string" ? m.reason : "deleted";
+      if (this.hangingUp) this.finish("hangup");
+      else if (this.sm.state === "connecting") this.finish(reason);
+      else {
+        this.flow.onSessionEnded(Date.now(), reason);
+        this.step();
+      }
+      return;
+    }
+    if (m && typeof m === "object" && m.type === "session.migrate") {
+      if (this.sm.state !== "connecting") {
+        this.flow.onMigrate(Date.now());
+        this.step();
+      }
       return;
     }
     this.emit("message", parsed);
@@ -586,14 +1019,16 @@ var Call = class extends Emitter {
   /** Ends the call once: closes everything and emits `state` then `ended`. */
   finish(reason) {
     if (!this.sm.end(reason)) return false;
+    this.flow.end(reason);
+    this.refresh.stop();
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
     for (const u of this.unhook.splice(0)) u();
-    try {
-      this.p.channel.close();
-    } catch {
-    }
-    this.p.pc.close();
+    if (this.pending) closePeer(this.pending);
+    this.pending = null;
+    closePeer({ pc: this.pc, channel: this.channel });
     this.emit("state", "ended");
     this.emit("ended", reason);
     return true;
@@ -615,14 +1050,18 @@ function micConstraints(overrides) {
 // src/index.ts
 async function connect(url, opts = {}) {
   const micStream = opts.audio instanceof MediaStream ? opts.audio : await navigator.mediaDevices.getUserMedia({ audio: micConstraints(opts.audio) });
-  const pc = new RTCPeerConnection({ iceServers: opts.iceServers ?? [] });
-  const track = micStream.getAudioTracks()[0];
-  if (track) pc.addTrack(track, micStream);
-  else pc.addTransceiver("audio", { direction: "recvonly" });
-  const channel = pc.createDataChannel(opts.channelLabel ?? "oai-events");
+  const newPeer = (iceServers) => {
+    const pc = new RTCPeerConnection({ iceServers });
+    const track = micStream.getAudioTracks()[0];
+    if (track) pc.addTrack(track, micStream);
+    else pc.addTransceiver("audio", { direction: "recvonly" });
+    const channel = pc.createDataChannel(opts.channelLabel ?? "oai-events");
+    return { pc, channel };
+  };
+  const first = newPeer(opts.iceServers ?? []);
   const call = new Call({
-    pc,
-    channel,
+    ...first,
+    newPeer,
     micStream,
     signaling: new Signaling({ token: opts.token, metadata: opts.metadata, fetch: opts.fetch }),
     reconnect: opts.reconnect,
@@ -635,14 +1074,23 @@ async function connect(url, opts = {}) {
 export {
   Call,
   CallStateMachine,
+  Continuity,
   DEFAULT_MIC,
   DEFAULT_RECONNECT,
+  DEFAULT_RESUME_TTL_SECS,
   ReconnectPolicy,
+  RefreshSchedule,
   Signaling,
   VoxgateError,
   connect,
+  credentialGeneration,
   micConstraints,
   parseLinkIceServers,
+  parseResumeHeaders,
+  parseRetryAfter,
+  refreshIntervalMs,
+  restartResultOf,
+  resumeResultOf,
   sessionIdOf,
   sessionsUrl,
   summarise

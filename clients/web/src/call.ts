@@ -1,28 +1,59 @@
-// One call: an RTCPeerConnection to the transceiver, its data channel, and the recovery loop.
-// Owns the PeerConnection, the timers and the Location; decisions come from CallStateMachine
-// (which states) and ReconnectPolicy (when to restart ICE); HTTP goes through Signaling.
+// One call: its current RTCPeerConnection to a transceiver, its data channel, and the recovery
+// loop. Owns the PeerConnection (replaced on a resume), the timers and the Location; decisions
+// come from CallStateMachine (which states), Continuity (restart ICE, resume, or end) and
+// RefreshSchedule (when to renew the resume credential); HTTP goes through Signaling, which
+// keeps the credential.
 //
 // Server-side ends reach the app at once: the transceiver sends
 // `{"type":"session.ended","reason":...}` on the data channel before it closes DTLS, and the
-// call ends with that reason (without it, a browser learns only when consent expires).
+// call ends with that reason (without it, a browser learns only when consent expires), unless
+// the reason is `shutdown`: then the call resumes elsewhere, as on `{"type":"session.migrate"}`.
+//
+// A resume (docs/continuity.md) builds a new PeerConnection the way connect() built the first
+// (`newPeer`: the same mic track, transceivers and data-channel label), POSTs its offer with the
+// credential, and on 201 swaps it in: the old one is closed and its listeners removed, so
+// nothing of it reaches the call any more; `remoteStream` stays the same object, its track
+// replaced by the new connection's.
 
 import { Emitter } from "./emitter";
 import { VoxgateError } from "./errors";
 import { CallStateMachine, type CallState, type EndReason } from "./state";
-import { ReconnectPolicy, type ReconnectOptions } from "./reconnect";
-import { Signaling, sessionIdOf } from "./signaling";
+import type { ReconnectOptions } from "./reconnect";
+import { Continuity, restartResultOf, resumeResultOf, type RestartResult, type ResumeResult } from "./continuity";
+import { RefreshSchedule } from "./refresh";
+import { Signaling, sessionIdOf, type ResumeCredential } from "./signaling";
 import { summarise, type CallStats } from "./stats";
 
 export type CallEvents = {
   state: [CallState];
   message: [unknown];
+  resumed: [Resumed];
   ended: [EndReason];
 };
+
+/** The call moved to a new session (a resume): what the `resumed` event carries. */
+export interface Resumed {
+  sessionId: string;
+  previousSessionId: string;
+  /** How long no connection carried the call: from the old one's loss (or close) to the new one's. */
+  gapMs: number;
+}
+
+/** A PeerConnection and its data channel. */
+export interface Peer {
+  pc: RTCPeerConnection;
+  channel: RTCDataChannel;
+}
 
 /** What the call needs from its creator (see `connect`). */
 export interface CallParts {
   pc: RTCPeerConnection;
   channel: RTCDataChannel;
+  /**
+   * A new PeerConnection set up like the first (same mic track, transceivers, channel label),
+   * for a resume; without it the call cannot resume.
+   */
+  newPeer?: (iceServers: RTCIceServer[]) => Peer;
   signaling: Signaling;
   micStream: MediaStream | null;
   reconnect?: Partial<ReconnectOptions>;
@@ -32,31 +63,73 @@ export interface CallParts {
   gatherTimeoutMs: number;
 }
 
+const isUp = (ice: RTCIceConnectionState) => ice === "connected" || ice === "completed";
+
+function closePeer(peer: Peer): void {
+  try {
+    peer.channel.close();
+  } catch {
+    /* already closed */
+  }
+  peer.pc.close();
+}
+
 export class Call extends Emitter<CallEvents> {
-  /** The audio the backend sends. */
+  /** The audio the backend sends (the same object across resumes). */
   readonly remoteStream: MediaStream;
   private readonly sm = new CallStateMachine();
-  private readonly policy: ReconnectPolicy;
+  private readonly flow: Continuity;
+  private readonly refresh = new RefreshSchedule();
+  private pc: RTCPeerConnection;
+  private channel: RTCDataChannel;
+  private detach: () => void = () => {};
+  /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
+  private pending: Peer | null = null;
   private location = "";
   private timer: ReturnType<typeof setTimeout> | null = null;
+  private refreshTimer: ReturnType<typeof setTimeout> | null = null;
+  private refreshing = false;
+  /** When the current connection stopped carrying media (null while it does). */
+  private pathLostAt: number | null = null;
+  /** Where the current resume's gap started (set at its first swap). */
+  private gapFrom: number | null = null;
   private readonly unhook: Array<() => void> = [];
   /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
   private hangingUp = false;
-  /**
-   * Where a resume on another transceiver (issue 38 item 3) plugs in: called when this
-   * transceiver no longer has the session. Returning true means the call carries on.
-   */
-  onSessionLost: (() => Promise<boolean>) | null = null;
 
   constructor(private readonly p: CallParts) {
     super();
-    this.policy = new ReconnectPolicy(p.reconnect);
+    this.flow = new Continuity(p.reconnect);
     this.remoteStream = new MediaStream();
-    p.pc.addEventListener("track", (e) => this.remoteStream.addTrack(e.track));
-    p.pc.addEventListener("iceconnectionstatechange", () => this.onIce());
-    p.channel.addEventListener("message", (e) => this.onMessage(e.data));
-    p.channel.addEventListener("open", () => this.onIce());
+    this.pc = p.pc;
+    this.channel = p.channel;
+    this.adopt({ pc: p.pc, channel: p.channel });
     this.watchNetwork();
+  }
+
+  /** Makes `peer` the call's connection; the previous one's listeners are removed. */
+  private adopt(peer: Peer): void {
+    this.detach();
+    this.pc = peer.pc;
+    this.channel = peer.channel;
+    const onTrack = (e: RTCTrackEvent) => {
+      for (const t of this.remoteStream.getTracks()) {
+        if (t.kind === e.track.kind && t !== e.track) this.remoteStream.removeTrack(t);
+      }
+      this.remoteStream.addTrack(e.track);
+    };
+    const onIce = () => this.onIce();
+    const onMessage = (e: MessageEvent) => this.onMessage(e.data);
+    peer.pc.addEventListener("track", onTrack);
+    peer.pc.addEventListener("iceconnectionstatechange", onIce);
+    peer.channel.addEventListener("message", onMessage);
+    peer.channel.addEventListener("open", onIce);
+    this.detach = () => {
+      peer.pc.removeEventListener("track", onTrack);
+      peer.pc.removeEventListener("iceconnectionstatechange", onIce);
+      peer.channel.removeEventListener("message", onMessage);
+      peer.channel.removeEventListener("open", onIce);
+    };
   }
 
   get state(): CallState {
@@ -65,7 +138,7 @@ export class Call extends Emitter<CallEvents> {
   get endReason(): EndReason | null {
     return this.sm.endReason;
   }
-  /** The session id the transceiver gave the call. */
+  /** The id of the session that carries the call now (it changes on a resume). */
   get sessionId(): string {
     return this.location ? sessionIdOf(this.location) : "";
   }
@@ -73,9 +146,9 @@ export class Call extends Emitter<CallEvents> {
   get sessionUrl(): string {
     return this.location;
   }
-  /** ICE restarts tried in the current outage. */
+  /** Attempts in the current outage: ICE restarts, or resume attempts once resuming. */
   get reconnectAttempts(): number {
-    return this.policy.attempts;
+    return this.flow.resuming ? this.flow.resumeAttempts : this.flow.restartAttempts;
   }
 
   /**
@@ -84,13 +157,14 @@ export class Call extends Emitter<CallEvents> {
    */
   async start(base: string, timeoutMs: number): Promise<void> {
     try {
-      const offer = await this.offer(false);
+      const offer = await this.offer(this.pc, false);
       const created = await this.p.signaling.create(base, offer);
       this.location = created.location;
+      this.noteCredential(created.resume);
       if (created.iceServers.length) {
-        this.p.pc.setConfiguration({ ...this.p.pc.getConfiguration(), iceServers: created.iceServers });
+        this.pc.setConfiguration({ ...this.pc.getConfiguration(), iceServers: created.iceServers });
       }
-      await this.applyAnswer(created.answer);
+      await this.applyAnswer(this.pc, created.answer);
       await this.untilConnected(timeoutMs);
     } catch (e) {
       this.finish("failed");
@@ -100,10 +174,10 @@ export class Call extends Emitter<CallEvents> {
 
   /** Sends a message on the data channel (objects as JSON). */
   send(message: string | object): void {
-    if (this.p.channel.readyState !== "open") {
-      throw new VoxgateError("closed", `data channel is ${this.p.channel.readyState}`);
+    if (this.channel.readyState !== "open") {
+      throw new VoxgateError("closed", `data channel is ${this.channel.readyState}`);
     }
-    this.p.channel.send(typeof message === "string" ? message : JSON.stringify(message));
+    this.channel.send(typeof message === "string" ? message : JSON.stringify(message));
   }
 
   mute(): void {
@@ -119,11 +193,12 @@ export class Call extends Emitter<CallEvents> {
   /**
    * Ends the call: DELETE on the session, then closes the connection. In that order: a
    * connection closed first makes the server end the session itself, and the DELETE then
-   * finds none (a 404 the browser logs as an error).
+   * finds none (a 404 the browser logs as an error). A resume under way is abandoned; a session
+   * its POST creates after this is DELETEd as soon as it is known.
    */
   async hangup(): Promise<void> {
     const location = this.location;
-    if (this.ended()) return;
+    if (this.ended() || this.hangingUp) return;
     this.hangingUp = true;
     if (location) {
       try {
@@ -136,7 +211,7 @@ export class Call extends Emitter<CallEvents> {
   }
 
   async stats(): Promise<CallStats> {
-    const report = await this.p.pc.getStats();
+    const report = await this.pc.getStats();
     return summarise(report as unknown as { values(): Iterable<never> });
   }
 
@@ -152,16 +227,14 @@ export class Call extends Emitter<CallEvents> {
     for (const t of this.p.micStream?.getAudioTracks() ?? []) t.enabled = enabled;
   }
 
-  private async offer(iceRestart: boolean): Promise<string> {
-    const pc = this.p.pc;
+  private async offer(pc: RTCPeerConnection, iceRestart: boolean): Promise<string> {
     if (iceRestart) pc.restartIce();
     await pc.setLocalDescription(await pc.createOffer({ iceRestart }));
-    await this.gathered();
+    await this.gathered(pc);
     return pc.localDescription?.sdp ?? "";
   }
 
-  private gathered(): Promise<void> {
-    const pc = this.p.pc;
+  private gathered(pc: RTCPeerConnection): Promise<void> {
     if (pc.iceGatheringState === "complete") return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
@@ -175,9 +248,51 @@ export class Call extends Emitter<CallEvents> {
     });
   }
 
-  private async applyAnswer(sdp: string): Promise<void> {
+  private async applyAnswer(pc: RTCPeerConnection, sdp: string): Promise<void> {
     const answer = this.p.answerTransform ? this.p.answerTransform(sdp) : sdp;
-    await this.p.pc.setRemoteDescription({ type: "answer", sdp: answer });
+    await pc.setRemoteDescription({ type: "answer", sdp: answer });
+  }
+
+  /** A new credential arrived: the call can resume, and the next refresh is a third of its TTL away. */
+  private noteCredential(r: ResumeCredential | null): void {
+    if (!r) return;
+    this.flow.canResume = !!this.p.newPeer;
+    this.refresh.onCredential(Date.now(), r.ttlSecs);
+    this.armRefresh();
+  }
+
+  private armRefresh(): void {
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
+    const at = this.refresh.nextAt;
+    if (at === null || this.ended()) return;
+    this.refreshTimer = setTimeout(() => void this.refreshTick(), Math.max(0, at - Date.now()));
+  }
+
+  /** Renews the credential while connected; a failure waits for the next tick, the call goes on. */
+  private async refreshTick(): Promise<void> {
+    this.refreshTimer = null;
+    if (this.ended() || this.refreshing) return;
+    if (this.sm.state !== "connected") {
+      this.refresh.onRefreshFailed(Date.now());
+      this.armRefresh();
+      return;
+    }
+    this.refreshing = true;
+    const before = this.p.signaling.credential;
+    try {
+      await this.p.signaling.refreshResume(this.location);
+    } catch {
+      // Not fatal: the credential in hand is valid for a while yet.
+    }
+    this.refreshing = false;
+    if (this.ended()) return;
+    const now = this.p.signaling.credential;
+    if (now && now !== before) this.noteCredential(now);
+    else {
+      this.refresh.onRefreshFailed(Date.now());
+      this.armRefresh();
+    }
   }
 
   private untilConnected(timeoutMs: number): Promise<void> {
@@ -187,7 +302,7 @@ export class Call extends Emitter<CallEvents> {
         if (this.sm.state === "ended") {
           return finish(new VoxgateError("closed", `call ended (${this.sm.endReason}) before connecting`));
         }
-        const ice = this.p.pc.iceConnectionState;
+        const ice = this.pc.iceConnectionState;
         if (ice === "failed" || ice === "closed") {
           return finish(new VoxgateError("network", `ICE ${ice} before connecting`));
         }
@@ -195,7 +310,7 @@ export class Call extends Emitter<CallEvents> {
       const finish = (err: Error | null) => {
         clearTimeout(t);
         off();
-        this.p.pc.removeEventListener("iceconnectionstatechange", check);
+        this.pc.removeEventListener("iceconnectionstatechange", check);
         if (err) reject(err);
         else resolve();
       };
@@ -204,33 +319,62 @@ export class Call extends Emitter<CallEvents> {
         timeoutMs,
       );
       const off = this.on("state", check);
-      this.p.pc.addEventListener("iceconnectionstatechange", check);
+      this.pc.addEventListener("iceconnectionstatechange", check);
+      check();
+    });
+  }
+
+  /** Waits until `peer` carries the call (ICE up, channel open); rejects on failure or the end. */
+  private untilPeerUp(peer: Peer, timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const ice = peer.pc.iceConnectionState;
+        if (this.ended()) return finish(new VoxgateError("closed", "call ended during a resume"));
+        if (isUp(ice) && peer.channel.readyState === "open") return finish(null);
+        if (ice === "failed" || ice === "closed") finish(new Error(`resumed connection: ICE ${ice}`));
+      };
+      const finish = (err: Error | null) => {
+        clearTimeout(t);
+        off();
+        peer.pc.removeEventListener("iceconnectionstatechange", check);
+        peer.channel.removeEventListener("open", check);
+        if (err) reject(err);
+        else resolve();
+      };
+      const t = setTimeout(() => finish(new Error(`resumed connection not up after ${timeoutMs} ms`)), timeoutMs);
+      const off = this.on("state", check);
+      peer.pc.addEventListener("iceconnectionstatechange", check);
+      peer.channel.addEventListener("open", check);
       check();
     });
   }
 
   private onIce(): void {
-    const ice = this.p.pc.iceConnectionState;
-    if (this.sm.state === "ended") return;
-    if (ice === "connected" || ice === "completed") {
+    const ice = this.pc.iceConnectionState;
+    if (this.ended()) return;
+    if (isUp(ice)) this.pathLostAt = null;
+    else this.pathLostAt ??= Date.now();
+    // A resume waits for its own connection (untilPeerUp); the old one's fate no longer matters.
+    if (this.flow.resuming) return;
+    if (isUp(ice)) {
       // The first `connected` waits for the data channel too (SCTP opens a round trip after
       // ICE): it carries the server's end of the call, and `send()` right after `connect()`
       // must work.
-      if (this.sm.state === "connecting" && this.p.channel.readyState !== "open") return;
+      if (this.sm.state === "connecting" && this.channel.readyState !== "open") return;
       if (this.sm.to("connected")) this.emit("state", "connected");
     } else if ((ice === "disconnected" || ice === "failed") && this.sm.state === "connecting") {
       if (ice === "failed") this.finish("failed");
       return;
     }
     if (this.sm.state === "connecting") return;
-    this.policy.onIceState(Date.now(), ice);
+    this.flow.onIceState(Date.now(), ice);
     this.step();
   }
 
   private watchNetwork(): void {
     const changed = () => {
       if (this.sm.state !== "connected") return;
-      this.policy.onNetworkChange(Date.now());
+      this.flow.onNetworkChange(Date.now());
       this.step();
     };
     if (typeof window !== "undefined") {
@@ -244,44 +388,104 @@ export class Call extends Emitter<CallEvents> {
     }
   }
 
-  /** Acts on the policy's decision at the current time. */
+  /** Acts on Continuity's decision at the current time. */
   private step(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (this.sm.state === "ended") return;
-    const d = this.policy.poll(Date.now());
+    if (this.aborted()) return;
+    const d = this.flow.poll(Date.now());
     if (d.kind === "wait") {
       this.timer = setTimeout(() => this.step(), Math.max(0, d.at - Date.now()));
-    } else if (d.kind === "restart") {
+    } else if (d.kind === "restart" || d.kind === "resume") {
       if (this.sm.to("reconnecting")) this.emit("state", "reconnecting");
-      void this.restart();
-    } else if (d.kind === "give_up") {
-      void this.lost();
+      void (d.kind === "restart" ? this.restart() : this.resume());
+    } else if (d.kind === "end") {
+      this.finish(d.reason);
     }
   }
 
   private async restart(): Promise<void> {
-    let outcome: "ok" | "not_found" | "error" = "ok";
+    const pc = this.pc;
+    const before = this.p.signaling.credential;
+    let outcome: RestartResult = "ok";
     try {
-      const offer = await this.offer(true);
-      if (this.ended()) return;
+      const offer = await this.offer(pc, true);
+      if (this.ended() || pc !== this.pc) return;
       const answer = await this.p.signaling.restart(this.location, offer);
-      if (this.ended()) return;
-      await this.applyAnswer(answer);
+      if (this.ended() || pc !== this.pc) return;
+      await this.applyAnswer(pc, answer);
     } catch (e) {
-      outcome = e instanceof VoxgateError && e.code === "not_found" ? "not_found" : "error";
+      if (this.ended() || pc !== this.pc) return;
+      outcome = restartResultOf(e);
       // An offer left pending (PATCH failed) must be rolled back before the next one.
-      if (this.p.pc.signalingState === "have-local-offer") {
+      if (pc.signalingState === "have-local-offer") {
         try {
-          await this.p.pc.setLocalDescription({ type: "rollback" });
+          await pc.setLocalDescription({ type: "rollback" });
         } catch {
           /* the next attempt's createOffer reports it */
         }
       }
     }
-    this.policy.onRestartDone(Date.now(), outcome);
-    const ice = this.p.pc.iceConnectionState;
-    if (ice === "connected" || ice === "completed") this.policy.onIceState(Date.now(), ice);
+    const fresh = this.p.signaling.credential;
+    if (fresh && fresh !== before) this.noteCredential(fresh);
+    this.flow.onRestartDone(Date.now(), outcome);
+    const ice = pc.iceConnectionState;
+    if (isUp(ice)) this.flow.onIceState(Date.now(), ice);
+    this.step();
+  }
+
+  /**
+   * One resume attempt: a new PeerConnection, its offer POSTed with the credential, the swap on
+   * 201, then its connection. Continuity hears how it went.
+   */
+  private async resume(): Promise<void> {
+    const newPeer = this.p.newPeer;
+    if (!newPeer) return; // canResume is false without it: Continuity never asks
+    const previousSessionId = this.sessionId;
+    const peer = newPeer(this.pc.getConfiguration().iceServers ?? []);
+    this.pending = peer;
+    let result: ResumeResult = { kind: "ok" };
+    try {
+      const offer = await this.offer(peer.pc, false);
+      if (this.aborted()) return;
+      const created = await this.p.signaling.resume(offer);
+      if (this.aborted()) {
+        // hangup() came first: the session this POST made must not outlive the call.
+        await this.p.signaling.hangup(created.location).catch(() => 0);
+        return;
+      }
+      this.gapFrom ??= this.pathLostAt ?? Date.now();
+      const old: Peer = { pc: this.pc, channel: this.channel };
+      this.pending = null;
+      this.adopt(peer);
+      closePeer(old);
+      this.location = created.location;
+      this.noteCredential(created.resume);
+      if (created.iceServers.length) {
+        peer.pc.setConfiguration({ ...peer.pc.getConfiguration(), iceServers: created.iceServers });
+      }
+      await this.applyAnswer(peer.pc, created.answer);
+      const left = this.flow.resumeDeadline - Date.now();
+      await this.untilPeerUp(peer, Math.max(left, 2000));
+    } catch (e) {
+      if (this.aborted()) return;
+      result = resumeResultOf(e);
+    } finally {
+      if (this.pending === peer) {
+        this.pending = null;
+        closePeer(peer);
+      }
+    }
+    if (this.aborted()) return;
+    this.flow.onResumeDone(Date.now(), result);
+    if (result.kind === "ok") {
+      const now = Date.now();
+      const gapMs = Math.max(0, now - (this.gapFrom ?? now));
+      this.gapFrom = null;
+      this.pathLostAt = null;
+      if (this.sm.to("connected")) this.emit("state", "connected");
+      this.emit("resumed", { sessionId: this.sessionId, previousSessionId, gapMs });
+    }
     this.step();
   }
 
@@ -290,9 +494,9 @@ export class Call extends Emitter<CallEvents> {
     return this.sm.state === "ended";
   }
 
-  private async lost(): Promise<void> {
-    if (this.onSessionLost && (await this.onSessionLost())) return;
-    this.finish("lost");
+  /** Ended, or ending at the app's request: a resume under way stops. */
+  private aborted(): boolean {
+    return this.ended() || this.hangingUp;
   }
 
   private onMessage(data: unknown): void {
@@ -306,8 +510,21 @@ export class Call extends Emitter<CallEvents> {
     }
     const m = parsed as { type?: unknown; reason?: unknown } | null;
     if (m && typeof m === "object" && m.type === "session.ended") {
+      const reason = typeof m.reason === "string" ? m.reason : "deleted";
       // The server's goodbye to our own DELETE is still our hang-up.
-      this.finish(this.hangingUp ? "hangup" : typeof m.reason === "string" ? m.reason : "deleted");
+      if (this.hangingUp) this.finish("hangup");
+      else if (this.sm.state === "connecting") this.finish(reason);
+      else {
+        this.flow.onSessionEnded(Date.now(), reason);
+        this.step();
+      }
+      return;
+    }
+    if (m && typeof m === "object" && m.type === "session.migrate") {
+      if (this.sm.state !== "connecting") {
+        this.flow.onMigrate(Date.now());
+        this.step();
+      }
       return;
     }
     this.emit("message", parsed);
@@ -316,15 +533,16 @@ export class Call extends Emitter<CallEvents> {
   /** Ends the call once: closes everything and emits `state` then `ended`. */
   private finish(reason: EndReason): boolean {
     if (!this.sm.end(reason)) return false;
+    this.flow.end(reason);
+    this.refresh.stop();
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
     for (const u of this.unhook.splice(0)) u();
-    try {
-      this.p.channel.close();
-    } catch {
-      /* already closed */
-    }
-    this.p.pc.close();
+    if (this.pending) closePeer(this.pending);
+    this.pending = null;
+    closePeer({ pc: this.pc, channel: this.channel });
     this.emit("state", "ended");
     this.emit("ended", reason);
     return true;

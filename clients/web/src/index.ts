@@ -1,17 +1,37 @@
 // @voxgate/client: a browser client for voxgate. `connect()` gets the microphone (unless given a
 // stream), opens a WebRTC call to the transceiver with WHIP-shaped signaling, and resolves once
-// the call is connected. The Call recovers from network changes with ICE restarts.
+// the call is connected. The Call recovers from network changes with ICE restarts, and from a
+// lost, drained or shut-down transceiver by resuming on a new session (docs/continuity.md).
 
 import { Call } from "./call";
 import { micConstraints } from "./mic";
 import type { ReconnectOptions } from "./reconnect";
 import { Signaling, type Fetch } from "./signaling";
 
-export { Call, type CallEvents } from "./call";
+export { Call, type CallEvents, type Resumed } from "./call";
+export {
+  Continuity,
+  restartResultOf,
+  resumeResultOf,
+  type RestartResult,
+  type ResumeResult,
+  type Step,
+} from "./continuity";
 export { VoxgateError, type ErrorCode } from "./errors";
 export { DEFAULT_MIC, micConstraints } from "./mic";
 export { DEFAULT_RECONNECT, ReconnectPolicy, type ReconnectOptions, type Decision } from "./reconnect";
-export { Signaling, parseLinkIceServers, sessionIdOf, sessionsUrl } from "./signaling";
+export { DEFAULT_RESUME_TTL_SECS, RefreshSchedule, refreshIntervalMs } from "./refresh";
+export {
+  Signaling,
+  credentialGeneration,
+  parseLinkIceServers,
+  parseResumeHeaders,
+  parseRetryAfter,
+  sessionIdOf,
+  sessionsUrl,
+  type Created,
+  type ResumeCredential,
+} from "./signaling";
 export { CallStateMachine, type CallState, type EndReason } from "./state";
 export { summarise, type CallStats, type UplinkReport } from "./stats";
 
@@ -40,14 +60,19 @@ export async function connect(url: string, opts: ConnectOptions = {}): Promise<C
     opts.audio instanceof MediaStream
       ? opts.audio
       : await navigator.mediaDevices.getUserMedia({ audio: micConstraints(opts.audio) });
-  const pc = new RTCPeerConnection({ iceServers: opts.iceServers ?? [] });
-  const track = micStream.getAudioTracks()[0];
-  if (track) pc.addTrack(track, micStream);
-  else pc.addTransceiver("audio", { direction: "recvonly" });
-  const channel = pc.createDataChannel(opts.channelLabel ?? "oai-events");
+  // A resume builds its new PeerConnection here too: the same track, transceiver and label.
+  const newPeer = (iceServers: RTCIceServer[]) => {
+    const pc = new RTCPeerConnection({ iceServers });
+    const track = micStream.getAudioTracks()[0];
+    if (track) pc.addTrack(track, micStream);
+    else pc.addTransceiver("audio", { direction: "recvonly" });
+    const channel = pc.createDataChannel(opts.channelLabel ?? "oai-events");
+    return { pc, channel };
+  };
+  const first = newPeer(opts.iceServers ?? []);
   const call = new Call({
-    pc,
-    channel,
+    ...first,
+    newPeer,
     micStream,
     signaling: new Signaling({ token: opts.token, metadata: opts.metadata, fetch: opts.fetch }),
     reconnect: opts.reconnect,

@@ -5,14 +5,20 @@
 // reports it after ~2.5 s without packets, and a short blip often recovers by itself), and a
 // network change the browser reports (`online`, `navigator.connection` change) while connected.
 // Attempts are bounded (`maxAttempts` per outage) with exponential backoff; a `not_found`
-// answer (the transceiver no longer knows the session) gives up at once: that is where a
-// resume on another transceiver (issue 38 item 3) would plug in.
+// answer (the transceiver no longer knows the session) gives up at once. What follows giving up
+// (a resume on a new session, or the end) is Continuity's decision (continuity.ts).
 
 export interface ReconnectOptions {
   disconnectGraceMs: number;
   maxAttempts: number;
   backoffMs: number;
   maxBackoffMs: number;
+  /**
+   * How long a resume may take, from its first attempt: retryable refusals are retried (with the
+   * same backoff, or the server's `Retry-After`) until then. The backend keeps a call whose
+   * session broke for 30 s by default.
+   */
+  resumeWindowMs: number;
 }
 
 export const DEFAULT_RECONNECT: ReconnectOptions = {
@@ -20,6 +26,7 @@ export const DEFAULT_RECONNECT: ReconnectOptions = {
   maxAttempts: 5,
   backoffMs: 500,
   maxBackoffMs: 4000,
+  resumeWindowMs: 25_000,
 };
 
 export type IceState = RTCIceConnectionState;

@@ -2,6 +2,12 @@
 // POST the offer (201, Location, answer), PATCH a new offer to the Location for an ICE restart
 // (200, answer), DELETE the Location to hang up. ICE servers from the answer's `Link` headers
 // (RFC 9725 section 4.6) are parsed when present. `fetch` is injectable for tests.
+//
+// Owns the call's resume credential (docs/continuity.md): every 201 and 200 carries
+// `X-Voxgate-Resume` and `X-Voxgate-Resume-Ttl`; the latest one is kept, and once there is one
+// it is the bearer of every request (it controls every session of the call, so a per-call token
+// that expired meanwhile does not matter). `refreshResume` renews it, `resume` POSTs a new offer
+// with it to the endpoint the call was created at.
 
 import { VoxgateError, errorForStatus } from "./errors";
 
@@ -20,6 +26,61 @@ export interface Created {
   location: string;
   answer: string;
   iceServers: RTCIceServer[];
+  /** The answer's resume credential, when the server sent one. */
+  resume: ResumeCredential | null;
+}
+
+/** A resume credential (`vr1....`) and how long it is valid from when it arrived. */
+export interface ResumeCredential {
+  credential: string;
+  ttlSecs: number;
+}
+
+/** The resume credential of an answer's headers, or null when it carries none. */
+export function parseResumeHeaders(headers: Headers): ResumeCredential | null {
+  const credential = headers.get("X-Voxgate-Resume")?.trim();
+  if (!credential) return null;
+  const ttl = Number(headers.get("X-Voxgate-Resume-Ttl") ?? "");
+  return { credential, ttlSecs: Number.isFinite(ttl) && ttl > 0 ? ttl : 0 };
+}
+
+/**
+ * The call generation a credential names, or null when unreadable. The payload is signed, not
+ * encrypted (docs/continuity.md): base64url-nopad JSON with `g`, the generation.
+ */
+export function credentialGeneration(credential: string): number | null {
+  const parts = credential.split(".");
+  if (parts.length !== 3 || parts[0] !== "vr1") return null;
+  try {
+    const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
+    const claims = JSON.parse(atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4))) as { g?: unknown };
+    return typeof claims.g === "number" ? claims.g : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether `next` may replace `held`: not when it names an older generation of the call (a late
+ * answer of the session a resume replaced; resuming with it would be refused as stale).
+ */
+export function supersedes(next: ResumeCredential, held: ResumeCredential | null): boolean {
+  if (!held) return true;
+  const a = credentialGeneration(next.credential);
+  const b = credentialGeneration(held.credential);
+  return a === null || b === null || a >= b;
+}
+
+/**
+ * `Retry-After` in milliseconds (delay-seconds or an HTTP date, RFC 9110 section 10.2.3), or
+ * undefined when absent or unreadable.
+ */
+export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
+  if (value === null || !value.trim()) return undefined;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 /** The session id: the last path segment of its Location. */
@@ -85,15 +146,31 @@ function splitOutside(s: string, sep: string): string[] {
 
 export class Signaling {
   private readonly fetch: Fetch;
+  /** The POST endpoint of `create` (a resume goes there too, not to a Location). */
+  private endpoint = "";
+  private latest: ResumeCredential | null = null;
   constructor(private readonly opts: SignalingOptions = {}) {
     this.fetch = opts.fetch ?? ((i, init) => globalThis.fetch(i, init));
   }
 
-  private headers(contentType?: string): Record<string, string> {
+  /** The latest resume credential the server sent, or null before the first (or from an old server). */
+  get credential(): ResumeCredential | null {
+    return this.latest;
+  }
+
+  private headers(contentType?: string, bearer?: string): Record<string, string> {
     const h: Record<string, string> = {};
     if (contentType) h["Content-Type"] = contentType;
-    if (this.opts.token) h["Authorization"] = `Bearer ${this.opts.token}`;
+    const token = bearer ?? this.latest?.credential ?? this.opts.token;
+    if (token) h["Authorization"] = `Bearer ${token}`;
     return h;
+  }
+
+  /** Keeps the answer's credential, if it carries one that is not older than the one held. */
+  private remember(resp: Response): ResumeCredential | null {
+    const r = parseResumeHeaders(resp.headers);
+    if (r && supersedes(r, this.latest)) this.latest = r;
+    return r;
   }
 
   private async send(what: string, url: string, init: RequestInit): Promise<Response> {
@@ -106,22 +183,65 @@ export class Signaling {
 
   /** POSTs the offer; the answer, the session's absolute Location and any ICE servers. */
   async create(base: string, offer: string): Promise<Created> {
-    const url = sessionsUrl(base, this.opts.metadata);
-    const resp = await this.send("POST", url, {
+    this.endpoint = sessionsUrl(base, this.opts.metadata);
+    const resp = await this.send("POST", this.endpoint, {
       method: "POST",
       headers: this.headers("application/sdp"),
       body: offer,
     });
     const body = await resp.text();
-    if (resp.status !== 201) throw errorForStatus(resp.status, "POST", body);
+    if (resp.status !== 201) throw errorForStatus(resp.status, "POST", body, retryAfterOf(resp));
+    return this.created("POST", resp, body);
+  }
+
+  private created(what: string, resp: Response, body: string): Created {
     const loc = resp.headers.get("Location");
-    if (!loc) throw new VoxgateError("signaling", "POST answered 201 without a Location", 201);
+    if (!loc) throw new VoxgateError("signaling", `${what} answered 201 without a Location`, 201);
     const links = resp.headers.get("Link");
     return {
-      location: new URL(loc, url).toString(),
+      location: new URL(loc, this.endpoint).toString(),
       answer: body,
       iceServers: links ? parseLinkIceServers([links]) : [],
+      resume: this.remember(resp),
     };
+  }
+
+  /**
+   * Resumes the call on a new session: POSTs a new offer (of a new RTCPeerConnection) with the
+   * credential as bearer to the endpoint `create` used. 201 → the new session; 401 →
+   * `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503 → `busy` with
+   * `retryAfterMs`, other 5xx → `signaling`, a fetch that throws → `network` (worth retrying).
+   */
+  async resume(offer: string, credential: string | undefined = this.latest?.credential): Promise<Created> {
+    if (!this.endpoint) throw new VoxgateError("closed", "resume before the call was created");
+    if (!credential) throw new VoxgateError("resume_invalid", "no resume credential");
+    const resp = await this.send("POST (resume)", this.endpoint, {
+      method: "POST",
+      headers: this.headers("application/sdp", credential),
+      body: offer,
+    });
+    const body = await resp.text();
+    if (resp.status === 201) return this.created("POST (resume)", resp, body);
+    const detail = `POST (resume) answered ${resp.status}: ${body.trim().slice(0, 200)}`;
+    if (resp.status === 401) throw new VoxgateError("resume_invalid", detail, 401);
+    if (resp.status === 409) throw new VoxgateError("resume_refused", detail, 409);
+    if (resp.status === 410) throw new VoxgateError("call_gone", detail, 410);
+    throw errorForStatus(resp.status, "POST (resume)", body, retryAfterOf(resp));
+  }
+
+  /** Renews the resume credential (`GET {location}/resume`); the new one. */
+  async refreshResume(location: string): Promise<ResumeCredential> {
+    const url = location.replace(/\/+$/, "") + "/resume";
+    const resp = await this.send("GET", url, { method: "GET", headers: this.headers() });
+    const body = (await resp.text()).trim();
+    if (resp.status !== 200) throw errorForStatus(resp.status, "GET /resume", body);
+    // The body is the credential; the headers say the same and carry its lifetime.
+    const fromHeaders = parseResumeHeaders(resp.headers);
+    const credential = body || fromHeaders?.credential;
+    if (!credential) throw new VoxgateError("signaling", "GET /resume answered 200 without a credential", 200);
+    const fresh = { credential, ttlSecs: fromHeaders?.ttlSecs ?? this.latest?.ttlSecs ?? 0 };
+    if (supersedes(fresh, this.latest)) this.latest = fresh;
+    return fresh;
   }
 
   /** ICE restart: PATCHes a new offer to the session; the answer. 404 → `not_found`. */
@@ -132,7 +252,8 @@ export class Signaling {
       body: offer,
     });
     const body = await resp.text();
-    if (resp.status !== 200) throw errorForStatus(resp.status, "PATCH", body);
+    if (resp.status !== 200) throw errorForStatus(resp.status, "PATCH", body, retryAfterOf(resp));
+    this.remember(resp);
     return body;
   }
 
@@ -152,4 +273,8 @@ export class Signaling {
     if (resp.status !== 200) throw errorForStatus(resp.status, "GET", body);
     return JSON.parse(body);
   }
+}
+
+function retryAfterOf(resp: Response): number | undefined {
+  return parseRetryAfter(resp.headers.get("Retry-After"));
 }

@@ -7,11 +7,14 @@ export type CallState = "connecting" | "connected" | "reconnecting" | "ended";
 /** Why a call ended. Server reasons come from the `session.ended` data-channel message. */
 export type EndReason =
   | "hangup" // this client hung up
-  | "lost" // the session is gone (PATCH answered 404) or ICE could not be restored
+  | "lost" // neither an ICE restart nor a resume brought the call back
+  | "resume_invalid" // a resume was refused: the credential is invalid or expired (401)
+  | "resume_refused" // a resume was refused: the credential was used already (409)
+  | "call_gone" // a resume was refused: no backend serves the call any more (410)
   | "failed" // the first connection never came up
   | "deleted" // the operator or app deleted the session on the server
   | "backend_hangup" // the backend ended the call
-  | "shutdown" // the transceiver shut down
+  | "shutdown" // the transceiver shut down (and the call could not resume elsewhere)
   | "no_backend"
   | "max_duration"
   | (string & {}); // a reason a newer server sends

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { Signaling, parseLinkIceServers, sessionIdOf, sessionsUrl } from "../src/signaling";
+import {
+  Signaling,
+  credentialGeneration,
+  parseLinkIceServers,
+  parseResumeHeaders,
+  parseRetryAfter,
+  sessionIdOf,
+  sessionsUrl,
+} from "../src/signaling";
 import { VoxgateError } from "../src/errors";
 
 interface Seen {
@@ -132,5 +140,151 @@ describe("Link and URL helpers", () => {
   it("the session id is the Location's last segment", () => {
     expect(sessionIdOf("http://h/v1/sessions/0123abcd")).toBe("0123abcd");
     expect(sessionIdOf("/v1/sessions/ff")).toBe("ff");
+  });
+});
+
+/** A credential as the server mints it (the MAC is not checked by the client). */
+function cred(g: number): string {
+  const payload = Buffer.from(JSON.stringify({ c: "call1", g, s: "s", w: "", o: "o", exp: 9e9 }))
+    .toString("base64url");
+  return `vr1.${payload}.mac`;
+}
+
+/** A fetch answering each request with the next of `answers`. */
+function scripted(answers: Array<[number, string, Record<string, string>?] | Error>) {
+  const seen: Seen[] = [];
+  const fetch = async (url: string, init: RequestInit) => {
+    seen.push({ url, method: String(init.method), headers: (init.headers ?? {}) as Record<string, string>, body: init.body });
+    const a = answers.shift();
+    if (!a) throw new Error("no more answers");
+    if (a instanceof Error) throw a;
+    return new Response(a[0] === 204 ? null : a[1], { status: a[0], headers: a[2] ?? {} });
+  };
+  return { fetch, seen };
+}
+
+describe("resume credential", () => {
+  it("reads X-Voxgate-Resume and its TTL from an answer's headers", () => {
+    expect(parseResumeHeaders(new Headers({ "X-Voxgate-Resume": "vr1.a.b", "X-Voxgate-Resume-Ttl": "90" }))).toEqual({
+      credential: "vr1.a.b",
+      ttlSecs: 90,
+    });
+    expect(parseResumeHeaders(new Headers({ "x-voxgate-resume": "vr1.a.b" }))).toEqual({ credential: "vr1.a.b", ttlSecs: 0 });
+    expect(parseResumeHeaders(new Headers())).toBeNull();
+  });
+
+  it("reads the generation from the payload", () => {
+    expect(credentialGeneration(cred(3))).toBe(3);
+    expect(credentialGeneration("vr1.!!!.x")).toBeNull();
+    expect(credentialGeneration("token")).toBeNull();
+  });
+
+  it("Retry-After: seconds or an HTTP date", () => {
+    expect(parseRetryAfter("2")).toBe(2000);
+    expect(parseRetryAfter(new Date(10_000).toUTCString(), 4000)).toBe(6000);
+    expect(parseRetryAfter(null)).toBeUndefined();
+    expect(parseRetryAfter("soon")).toBeUndefined();
+  });
+
+  it("after the first answer the latest credential is the bearer of PATCH, GET, /resume and DELETE", async () => {
+    const c0 = cred(0);
+    const f = scripted([
+      [201, "answer", { Location: "/v1/sessions/s1", "X-Voxgate-Resume": c0, "X-Voxgate-Resume-Ttl": "120" }],
+      [200, "answer2", { "X-Voxgate-Resume": c0 + "b", "X-Voxgate-Resume-Ttl": "60" }],
+      [200, "{}"],
+      [200, c0 + "c\n", { "X-Voxgate-Resume": c0 + "c", "X-Voxgate-Resume-Ttl": "30" }],
+      [204, ""],
+    ]);
+    const s = new Signaling({ token: "tok", fetch: f.fetch });
+    const created = await s.create("http://h", "offer");
+    expect(f.seen[0].headers["Authorization"]).toBe("Bearer tok");
+    expect(created.resume).toEqual({ credential: c0, ttlSecs: 120 });
+    await s.restart(created.location, "offer2");
+    expect(f.seen[1].headers["Authorization"]).toBe(`Bearer ${c0}`);
+    expect(s.credential).toEqual({ credential: c0 + "b", ttlSecs: 60 });
+    await s.session(created.location);
+    expect(f.seen[2].headers["Authorization"]).toBe(`Bearer ${c0}b`);
+    expect(await s.refreshResume(created.location)).toEqual({ credential: c0 + "c", ttlSecs: 30 });
+    expect(f.seen[3]).toMatchObject({ method: "GET", url: "http://h/v1/sessions/s1/resume" });
+    expect(s.credential?.credential).toBe(c0 + "c");
+    await s.hangup(created.location);
+    expect(f.seen[4].headers["Authorization"]).toBe(`Bearer ${c0}c`);
+  });
+
+  it("a server that sends no credential keeps the token as bearer", async () => {
+    const f = scripted([[201, "a", { Location: "/v1/sessions/s1" }], [200, "a2"]]);
+    const s = new Signaling({ token: "tok", fetch: f.fetch });
+    const created = await s.create("http://h", "o");
+    expect(created.resume).toBeNull();
+    await s.restart(created.location, "o2");
+    expect(f.seen[1].headers["Authorization"]).toBe("Bearer tok");
+  });
+
+  it("a failed refresh is an error and keeps the credential in hand", async () => {
+    const c0 = cred(0);
+    const f = scripted([
+      [201, "a", { Location: "/v1/sessions/s1", "X-Voxgate-Resume": c0 }],
+      [503, "busy"],
+    ]);
+    const s = new Signaling({ fetch: f.fetch });
+    const created = await s.create("http://h", "o");
+    await expect(s.refreshResume(created.location)).rejects.toMatchObject({ code: "busy" });
+    expect(s.credential?.credential).toBe(c0);
+  });
+
+  it("resume POSTs the new offer to the create endpoint with the credential, and takes the new session", async () => {
+    const c0 = cred(0);
+    const c1 = cred(1);
+    const f = scripted([
+      [201, "a", { Location: "/v1/sessions/s1", "X-Voxgate-Resume": c0, "X-Voxgate-Resume-Ttl": "120" }],
+      [201, "a-new", { Location: "/v1/sessions/s2", "X-Voxgate-Resume": c1, "X-Voxgate-Resume-Ttl": "120" }],
+    ]);
+    const s = new Signaling({ token: "tok", metadata: { room: "r" }, fetch: f.fetch });
+    await s.create("http://lb", "o");
+    const resumed = await s.resume("new offer");
+    expect(f.seen[1]).toMatchObject({ method: "POST", url: "http://lb/v1/sessions?room=r", body: "new offer" });
+    expect(f.seen[1].headers["Authorization"]).toBe(`Bearer ${c0}`);
+    expect(f.seen[1].headers["Content-Type"]).toBe("application/sdp");
+    expect(resumed.location).toBe("http://lb/v1/sessions/s2");
+    expect(resumed.answer).toBe("a-new");
+    expect(s.credential?.credential).toBe(c1);
+  });
+
+  it("maps resume refusals: 401/409/410 final codes, 429/503 busy with Retry-After, network", async () => {
+    for (const [status, code, retry] of [
+      [401, "resume_invalid", undefined],
+      [409, "resume_refused", undefined],
+      [410, "call_gone", undefined],
+      [429, "busy", 3000],
+      [503, "busy", 1000],
+      [500, "signaling", undefined],
+    ] as const) {
+      const headers: Record<string, string> = retry ? { "Retry-After": String(retry / 1000) } : {};
+      const f = scripted([[201, "a", { Location: "/v1/sessions/s1", "X-Voxgate-Resume": cred(0) }], [status, "no", headers]]);
+      const s = new Signaling({ fetch: f.fetch });
+      await s.create("http://h", "o");
+      const err = await s.resume("o2").catch((e) => e);
+      expect(err).toBeInstanceOf(VoxgateError);
+      expect(err.code).toBe(code);
+      expect(err.status).toBe(status);
+      expect(err.retryAfterMs).toBe(retry);
+    }
+    const f = scripted([[201, "a", { Location: "/v1/sessions/s1", "X-Voxgate-Resume": cred(0) }], new TypeError("Failed to fetch")]);
+    const s = new Signaling({ fetch: f.fetch });
+    await s.create("http://h", "o");
+    await expect(s.resume("o2")).rejects.toMatchObject({ code: "network" });
+  });
+
+  it("a late answer of the replaced session does not take back the newer credential", async () => {
+    const f = scripted([
+      [201, "a", { Location: "/v1/sessions/s1", "X-Voxgate-Resume": cred(0) }],
+      [201, "a2", { Location: "/v1/sessions/s2", "X-Voxgate-Resume": cred(1) }],
+      [200, "late", { "X-Voxgate-Resume": cred(0) }],
+    ]);
+    const s = new Signaling({ fetch: f.fetch });
+    const first = await s.create("http://h", "o");
+    await s.resume("o2");
+    await s.restart(first.location, "o3");
+    expect(credentialGeneration(s.credential!.credential)).toBe(1);
   });
 });

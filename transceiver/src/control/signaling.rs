@@ -92,6 +92,7 @@ pub fn router(state: AppState) -> Router {
             header::HeaderName::from_static(INGRESS_REASON_HEADER),
             header::HeaderName::from_static(RESUME_HEADER),
             header::HeaderName::from_static(RESUME_TTL_HEADER),
+            header::RETRY_AFTER,
         ]);
     Router::new()
         .route("/", get(|| async { Html(INDEX_HTML) }))
