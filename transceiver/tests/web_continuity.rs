@@ -125,7 +125,9 @@ fn chromium_keeps_its_call_when_its_transceiver_is_killed() {
         .unwrap()
         .to_string();
     let _ = connected;
-    assert!(wait_until(Duration::from_secs(15), || frames(&w1, &call_id) >= 25));
+    assert!(wait_until(Duration::from_secs(15), || frames(
+        &w1, &call_id
+    ) >= 25));
 
     lb.switch(t2.signal_addr);
     // SAFETY: kill(2) on our own child's pid.
@@ -177,7 +179,9 @@ fn chromium_moves_its_call_when_its_transceiver_drains() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(wait_until(Duration::from_secs(15), || frames(&w1, &call_id) >= 25));
+    assert!(wait_until(Duration::from_secs(15), || frames(
+        &w1, &call_id
+    ) >= 25));
 
     // A rolling deploy: t1 leaves the pool and gets SIGTERM.
     lb.switch(t2.signal_addr);
@@ -211,5 +215,8 @@ fn chromium_moves_its_call_when_its_transceiver_drains() {
          0 after {drained:?} of a 60 s drain limit",
         resumed["gapMs"]
     );
-    assert!(drained < Duration::from_secs(10), "the drain took {drained:?}");
+    assert!(
+        drained < Duration::from_secs(10),
+        "the drain took {drained:?}"
+    );
 }
