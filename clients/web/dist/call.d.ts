@@ -38,6 +38,8 @@ export interface CallParts {
     /** How long to wait for ICE gathering before sending what is gathered. */
     gatherTimeoutMs: number;
 }
+/** Messages `send()` holds while the call resumes; one more is refused (`busy`). */
+export declare const MAX_QUEUED_WHILE_RESUMING = 256;
 export declare class Call extends Emitter<CallEvents> {
     private readonly p;
     /** The audio the backend sends (the same object across resumes). */
@@ -61,6 +63,8 @@ export declare class Call extends Emitter<CallEvents> {
     private readonly unhook;
     /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
     private hangingUp;
+    /** What `send()` got while resuming: sent on the new data channel once it is open. */
+    private queued;
     constructor(p: CallParts);
     /** Makes `peer` the call's connection; the previous one's listeners are removed. */
     private adopt;
@@ -77,7 +81,11 @@ export declare class Call extends Emitter<CallEvents> {
      * throws, having ended the call).
      */
     start(base: string, timeoutMs: number): Promise<void>;
-    /** Sends a message on the data channel (objects as JSON). */
+    /**
+     * Sends a message on the data channel (objects as JSON). While the call resumes, messages are
+     * held and sent on the new channel once it opens (as SCTP holds them through an ICE restart);
+     * they are dropped if the call ends instead.
+     */
     send(message: string | object): void;
     mute(): void;
     unmute(): void;
@@ -89,6 +97,7 @@ export declare class Call extends Emitter<CallEvents> {
      * its POST creates after this is DELETEd as soon as it is known.
      */
     hangup(): Promise<void>;
+    /** The current connection's stats: after a resume, the new one's (its counters start at 0). */
     stats(): Promise<CallStats>;
     /** The server's JSON view of the session. */
     session(): Promise<unknown>;

@@ -1,4 +1,4 @@
-export type ErrorCode = "signaling" | "network" | "unauthorized" | "busy" | "not_found" | "resume_invalid" | "resume_refused" | "call_gone" | "closed";
+export type ErrorCode = "signaling" | "network" | "unauthorized" | "busy" | "not_found" | "resume_expired" | "resume_invalid" | "resume_refused" | "call_gone" | "closed";
 export declare class VoxgateError extends Error {
     readonly code: ErrorCode;
     /** The HTTP status, when the error is a signaling answer. */

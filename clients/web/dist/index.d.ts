@@ -7,7 +7,7 @@ export { VoxgateError, type ErrorCode } from "./errors";
 export { DEFAULT_MIC, micConstraints } from "./mic";
 export { DEFAULT_RECONNECT, ReconnectPolicy, type ReconnectOptions, type Decision } from "./reconnect";
 export { DEFAULT_RESUME_TTL_SECS, RefreshSchedule, refreshIntervalMs } from "./refresh";
-export { Signaling, credentialGeneration, parseLinkIceServers, parseResumeHeaders, parseRetryAfter, sessionIdOf, sessionsUrl, type Created, type ResumeCredential, } from "./signaling";
+export { Signaling, credentialExpiry, credentialGeneration, parseLinkIceServers, parseResumeHeaders, parseRetryAfter, sessionIdOf, sessionsUrl, type Created, type ResumeCredential, } from "./signaling";
 export { CallStateMachine, type CallState, type EndReason } from "./state";
 export { summarise, type CallStats, type UplinkReport } from "./stats";
 export interface ConnectOptions {
@@ -24,6 +24,8 @@ export interface ConnectOptions {
     reconnect?: Partial<ReconnectOptions>;
     connectTimeoutMs?: number;
     gatherTimeoutMs?: number;
+    /** How long a PATCH, GET, DELETE or credential refresh may wait for its answer (5000 ms). */
+    requestTimeoutMs?: number;
     /** Test hook: rewrites every answer SDP before it is applied. */
     answerTransform?: (sdp: string) => string;
     fetch?: Fetch;

@@ -5,7 +5,10 @@ export interface SignalingOptions {
     /** Metadata for the backend: sent as query parameters of the POST. */
     metadata?: Record<string, string>;
     fetch?: Fetch;
+    /** How long a PATCH, GET, DELETE or credential refresh may wait for its answer (5000 ms). */
+    requestTimeoutMs?: number;
 }
+export declare const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
 export interface Created {
     /** Absolute URL of the session resource. */
     location: string;
@@ -21,11 +24,10 @@ export interface ResumeCredential {
 }
 /** The resume credential of an answer's headers, or null when it carries none. */
 export declare function parseResumeHeaders(headers: Headers): ResumeCredential | null;
-/**
- * The call generation a credential names, or null when unreadable. The payload is signed, not
- * encrypted (docs/continuity.md): base64url-nopad JSON with `g`, the generation.
- */
+/** The call generation a credential names (`g`), or null when unreadable. */
 export declare function credentialGeneration(credential: string): number | null;
+/** When a credential expires (`exp`, Unix seconds), or null when unreadable. */
+export declare function credentialExpiry(credential: string): number | null;
 /**
  * Whether `next` may replace `held`: not when it names an older generation of the call (a late
  * answer of the session a resume replaced; resuming with it would be refused as stale).
@@ -58,6 +60,7 @@ export declare class Signaling {
     private headers;
     /** Keeps the answer's credential, if it carries one that is not older than the one held. */
     private remember;
+    /** Fetches with a deadline (`null`: none); no answer in time is a `network` error. */
     private send;
     /** POSTs the offer; the answer, the session's absolute Location and any ICE servers. */
     create(base: string, offer: string): Promise<Created>;
@@ -65,10 +68,12 @@ export declare class Signaling {
     /**
      * Resumes the call on a new session: POSTs a new offer (of a new RTCPeerConnection) with the
      * credential as bearer to the endpoint `create` used. 201 → the new session; 401 →
-     * `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503 → `busy` with
-     * `retryAfterMs`, other 5xx → `signaling`, a fetch that throws → `network` (worth retrying).
+     * `resume_expired` (the credential's `exp` has passed by this clock, or the answer says
+     * "expired") or `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503
+     * → `busy` with `retryAfterMs`, other 5xx → `signaling`, a fetch that throws or gets no answer
+     * within `timeoutMs` (default: none) → `network` (worth retrying).
      */
-    resume(offer: string, credential?: string | undefined): Promise<Created>;
+    resume(offer: string, credential?: string | undefined, timeoutMs?: number | null): Promise<Created>;
     /** Renews the resume credential (`GET {location}/resume`); the new one. */
     refreshResume(location: string): Promise<ResumeCredential>;
     /** ICE restart: PATCHes a new offer to the session; the answer. 404 → `not_found`. */

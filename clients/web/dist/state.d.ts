@@ -1,6 +1,6 @@
 export type CallState = "connecting" | "connected" | "reconnecting" | "ended";
 /** Why a call ended. Server reasons come from the `session.ended` data-channel message. */
-export type EndReason = "hangup" | "lost" | "resume_invalid" | "resume_refused" | "call_gone" | "failed" | "deleted" | "backend_hangup" | "shutdown" | "no_backend" | "max_duration" | (string & {});
+export type EndReason = "hangup" | "lost" | "resume_expired" | "resume_invalid" | "resume_refused" | "call_gone" | "failed" | "deleted" | "backend_hangup" | "shutdown" | "no_backend" | "max_duration" | (string & {});
 export declare class CallStateMachine {
     private current;
     private why;

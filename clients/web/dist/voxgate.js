@@ -170,7 +170,7 @@ function restartResultOf(e) {
 }
 function resumeResultOf(e) {
   if (e instanceof VoxgateError) {
-    if (e.code === "resume_invalid" || e.code === "resume_refused" || e.code === "call_gone") {
+    if (e.code === "resume_expired" || e.code === "resume_invalid" || e.code === "resume_refused" || e.code === "call_gone") {
       return { kind: "final", reason: e.code };
     }
     if (e.code === "network" || e.code === "busy" || e.status !== void 0 && e.status >= 500) {
@@ -332,22 +332,31 @@ var RefreshSchedule = class {
 };
 
 // src/signaling.ts
+var DEFAULT_REQUEST_TIMEOUT_MS = 5e3;
 function parseResumeHeaders(headers) {
   const credential = headers.get("X-Voxgate-Resume")?.trim();
   if (!credential) return null;
   const ttl = Number(headers.get("X-Voxgate-Resume-Ttl") ?? "");
   return { credential, ttlSecs: Number.isFinite(ttl) && ttl > 0 ? ttl : 0 };
 }
-function credentialGeneration(credential) {
+function credentialClaims(credential) {
   const parts = credential.split(".");
   if (parts.length !== 3 || parts[0] !== "vr1") return null;
   try {
     const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
     const claims = JSON.parse(atob(b64 + "=".repeat((4 - b64.length % 4) % 4)));
-    return typeof claims.g === "number" ? claims.g : null;
+    return claims && typeof claims === "object" ? claims : null;
   } catch {
     return null;
   }
+}
+function credentialGeneration(credential) {
+  const g = credentialClaims(credential)?.g;
+  return typeof g === "number" ? g : null;
+}
+function credentialExpiry(credential) {
+  const exp = credentialClaims(credential)?.exp;
+  return typeof exp === "number" ? exp : null;
 }
 function supersedes(next, held) {
   if (!held) return true;
@@ -436,21 +445,28 @@ var Signaling = class {
     if (r && supersedes(r, this.latest)) this.latest = r;
     return r;
   }
-  async send(what, url, init) {
+  /** Fetches with a deadline (`null`: none); no answer in time is a `network` error. */
+  async send(what, url, init, timeoutMs = this.opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS) {
+    const abort = timeoutMs === null ? null : new AbortController();
+    const timer = abort ? setTimeout(() => abort.abort(), timeoutMs ?? 0) : null;
     try {
-      return await this.fetch(url, init);
+      return await this.fetch(url, abort ? { ...init, signal: abort.signal } : init);
     } catch (e) {
-      throw new VoxgateError("network", `${what} ${url} failed: ${e instanceof Error ? e.message : e}`);
+      const why = abort?.signal.aborted ? `no answer in ${timeoutMs} ms` : e instanceof Error ? e.message : String(e);
+      throw new VoxgateError("network", `${what} ${url} failed: ${why}`);
+    } finally {
+      if (timer) clearTimeout(timer);
     }
   }
   /** POSTs the offer; the answer, the session's absolute Location and any ICE servers. */
   async create(base, offer) {
     this.endpoint = sessionsUrl(base, this.opts.metadata);
-    const resp = await this.send("POST", this.endpoint, {
-      method: "POST",
-      headers: this.headers("application/sdp"),
-      body: offer
-    });
+    const resp = await this.send(
+      "POST",
+      this.endpoint,
+      { method: "POST", headers: this.headers("application/sdp"), body: offer },
+      null
+    );
     const body = await resp.text();
     if (resp.status !== 201) throw errorForStatus(resp.status, "POST", body, retryAfterOf(resp));
     return this.created("POST", resp, body);
@@ -469,21 +485,28 @@ var Signaling = class {
   /**
    * Resumes the call on a new session: POSTs a new offer (of a new RTCPeerConnection) with the
    * credential as bearer to the endpoint `create` used. 201 → the new session; 401 →
-   * `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503 → `busy` with
-   * `retryAfterMs`, other 5xx → `signaling`, a fetch that throws → `network` (worth retrying).
+   * `resume_expired` (the credential's `exp` has passed by this clock, or the answer says
+   * "expired") or `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503
+   * → `busy` with `retryAfterMs`, other 5xx → `signaling`, a fetch that throws or gets no answer
+   * within `timeoutMs` (default: none) → `network` (worth retrying).
    */
-  async resume(offer, credential = this.latest?.credential) {
+  async resume(offer, credential = this.latest?.credential, timeoutMs = null) {
     if (!this.endpoint) throw new VoxgateError("closed", "resume before the call was created");
     if (!credential) throw new VoxgateError("resume_invalid", "no resume credential");
-    const resp = await this.send("POST (resume)", this.endpoint, {
-      method: "POST",
-      headers: this.headers("application/sdp", credential),
-      body: offer
-    });
+    const resp = await this.send(
+      "POST (resume)",
+      this.endpoint,
+      { method: "POST", headers: this.headers("application/sdp", credential), body: offer },
+      timeoutMs
+    );
     const body = await resp.text();
     if (resp.status === 201) return this.created("POST (resume)", resp, body);
     const detail = `POST (resume) answered ${resp.status}: ${body.trim().slice(0, 200)}`;
-    if (resp.status === 401) throw new VoxgateError("resume_invalid", detail, 401);
+    if (resp.status === 401) {
+      const exp = credentialExpiry(credential);
+      const expired = /expired/i.test(body) || exp !== null && exp <= Date.now() / 1e3;
+      throw new VoxgateError(expired ? "resume_expired" : "resume_invalid", detail, 401);
+    }
     if (resp.status === 409) throw new VoxgateError("resume_refused", detail, 409);
     if (resp.status === 410) throw new VoxgateError("call_gone", detail, 410);
     throw errorForStatus(resp.status, "POST (resume)", body, retryAfterOf(resp));
@@ -595,6 +618,7 @@ function summarise(report) {
 
 // src/call.ts
 var isUp = (ice) => ice === "connected" || ice === "completed";
+var MAX_QUEUED_WHILE_RESUMING = 256;
 function closePeer(peer) {
   try {
     peer.channel.close();
@@ -623,6 +647,8 @@ var Call = class extends Emitter {
     this.unhook = [];
     /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
     this.hangingUp = false;
+    /** What `send()` got while resuming: sent on the new data channel once it is open. */
+    this.queued = [];
     this.flow = new Continuity(p.reconnect);
     this.remoteStream = new MediaStream();
     this.pc = p.pc;
@@ -692,12 +718,24 @@ var Call = class extends Emitter {
       throw e;
     }
   }
-  /** Sends a message on the data channel (objects as JSON). */
+  /**
+   * Sends a message on the data channel (objects as JSON). While the call resumes, messages are
+   * held and sent on the new channel once it opens (as SCTP holds them through an ICE restart);
+   * they are dropped if the call ends instead.
+   */
   send(message) {
+    const text = typeof message === "string" ? message : JSON.stringify(message);
+    if (this.flow.resuming && !this.ended()) {
+      if (this.queued.length >= MAX_QUEUED_WHILE_RESUMING) {
+        throw new VoxgateError("busy", `${this.queued.length} messages already wait for the call to resume`);
+      }
+      this.queued.push(text);
+      return;
+    }
     if (this.channel.readyState !== "open") {
       throw new VoxgateError("closed", `data channel is ${this.channel.readyState}`);
     }
-    this.channel.send(typeof message === "string" ? message : JSON.stringify(message));
+    this.channel.send(text);
   }
   mute() {
     this.setMic(false);
@@ -726,6 +764,7 @@ var Call = class extends Emitter {
     }
     this.finish("hangup");
   }
+  /** The current connection's stats: after a resume, the new one's (its counters start at 0). */
   async stats() {
     const report = await this.pc.getStats();
     return summarise(report);
@@ -940,7 +979,11 @@ var Call = class extends Emitter {
     try {
       const offer = await this.offer(peer.pc, false);
       if (this.aborted()) return;
-      const created = await this.p.signaling.resume(offer);
+      const created = await this.p.signaling.resume(
+        offer,
+        void 0,
+        Math.max(this.flow.resumeDeadline - Date.now(), 2e3)
+      );
       if (this.aborted()) {
         await this.p.signaling.hangup(created.location).catch(() => 0);
         return;
@@ -974,7 +1017,15 @@ var Call = class extends Emitter {
       const gapMs = Math.max(0, now - (this.gapFrom ?? now));
       this.gapFrom = null;
       this.pathLostAt = null;
-      if (this.sm.to("connected")) this.emit("state", "connected");
+      const moved = this.sm.to("connected");
+      for (const text of this.queued.splice(0)) {
+        try {
+          this.channel.send(text);
+        } catch (e) {
+          console.error("voxgate: a message held during the resume could not be sent", e);
+        }
+      }
+      if (moved) this.emit("state", "connected");
       this.emit("resumed", { sessionId: this.sessionId, previousSessionId, gapMs });
     }
     this.step();
@@ -1028,6 +1079,7 @@ var Call = class extends Emitter {
     for (const u of this.unhook.splice(0)) u();
     if (this.pending) closePeer(this.pending);
     this.pending = null;
+    this.queued = [];
     closePeer({ pc: this.pc, channel: this.channel });
     this.emit("state", "ended");
     this.emit("ended", reason);
@@ -1063,7 +1115,12 @@ async function connect(url, opts = {}) {
     ...first,
     newPeer,
     micStream,
-    signaling: new Signaling({ token: opts.token, metadata: opts.metadata, fetch: opts.fetch }),
+    signaling: new Signaling({
+      token: opts.token,
+      metadata: opts.metadata,
+      fetch: opts.fetch,
+      requestTimeoutMs: opts.requestTimeoutMs
+    }),
     reconnect: opts.reconnect,
     answerTransform: opts.answerTransform,
     gatherTimeoutMs: opts.gatherTimeoutMs ?? 1500
@@ -1083,6 +1140,7 @@ export {
   Signaling,
   VoxgateError,
   connect,
+  credentialExpiry,
   credentialGeneration,
   micConstraints,
   parseLinkIceServers,

@@ -65,6 +65,9 @@ export interface CallParts {
 
 const isUp = (ice: RTCIceConnectionState) => ice === "connected" || ice === "completed";
 
+/** Messages `send()` holds while the call resumes; one more is refused (`busy`). */
+export const MAX_QUEUED_WHILE_RESUMING = 256;
+
 function closePeer(peer: Peer): void {
   try {
     peer.channel.close();
@@ -96,6 +99,8 @@ export class Call extends Emitter<CallEvents> {
   private readonly unhook: Array<() => void> = [];
   /** `hangup()` sent its DELETE: whatever ends the call now, the app asked for it. */
   private hangingUp = false;
+  /** What `send()` got while resuming: sent on the new data channel once it is open. */
+  private queued: string[] = [];
 
   constructor(private readonly p: CallParts) {
     super();
@@ -172,12 +177,24 @@ export class Call extends Emitter<CallEvents> {
     }
   }
 
-  /** Sends a message on the data channel (objects as JSON). */
+  /**
+   * Sends a message on the data channel (objects as JSON). While the call resumes, messages are
+   * held and sent on the new channel once it opens (as SCTP holds them through an ICE restart);
+   * they are dropped if the call ends instead.
+   */
   send(message: string | object): void {
+    const text = typeof message === "string" ? message : JSON.stringify(message);
+    if (this.flow.resuming && !this.ended()) {
+      if (this.queued.length >= MAX_QUEUED_WHILE_RESUMING) {
+        throw new VoxgateError("busy", `${this.queued.length} messages already wait for the call to resume`);
+      }
+      this.queued.push(text);
+      return;
+    }
     if (this.channel.readyState !== "open") {
       throw new VoxgateError("closed", `data channel is ${this.channel.readyState}`);
     }
-    this.channel.send(typeof message === "string" ? message : JSON.stringify(message));
+    this.channel.send(text);
   }
 
   mute(): void {
@@ -210,6 +227,7 @@ export class Call extends Emitter<CallEvents> {
     this.finish("hangup");
   }
 
+  /** The current connection's stats: after a resume, the new one's (its counters start at 0). */
   async stats(): Promise<CallStats> {
     const report = await this.pc.getStats();
     return summarise(report as unknown as { values(): Iterable<never> });
@@ -448,7 +466,12 @@ export class Call extends Emitter<CallEvents> {
     try {
       const offer = await this.offer(peer.pc, false);
       if (this.aborted()) return;
-      const created = await this.p.signaling.resume(offer);
+      // No longer than the resume may take: a POST answered after it would come too late.
+      const created = await this.p.signaling.resume(
+        offer,
+        undefined,
+        Math.max(this.flow.resumeDeadline - Date.now(), 2000),
+      );
       if (this.aborted()) {
         // hangup() came first: the session this POST made must not outlive the call.
         await this.p.signaling.hangup(created.location).catch(() => 0);
@@ -483,7 +506,16 @@ export class Call extends Emitter<CallEvents> {
       const gapMs = Math.max(0, now - (this.gapFrom ?? now));
       this.gapFrom = null;
       this.pathLostAt = null;
-      if (this.sm.to("connected")) this.emit("state", "connected");
+      const moved = this.sm.to("connected");
+      // Held messages first: an app answering `connected` sends after them, in order.
+      for (const text of this.queued.splice(0)) {
+        try {
+          this.channel.send(text);
+        } catch (e) {
+          console.error("voxgate: a message held during the resume could not be sent", e);
+        }
+      }
+      if (moved) this.emit("state", "connected");
       this.emit("resumed", { sessionId: this.sessionId, previousSessionId, gapMs });
     }
     this.step();
@@ -542,6 +574,7 @@ export class Call extends Emitter<CallEvents> {
     for (const u of this.unhook.splice(0)) u();
     if (this.pending) closePeer(this.pending);
     this.pending = null;
+    this.queued = [];
     closePeer({ pc: this.pc, channel: this.channel });
     this.emit("state", "ended");
     this.emit("ended", reason);

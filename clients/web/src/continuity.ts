@@ -15,8 +15,8 @@
 //   expected to end; the backend hangs it up once the call moved).
 // - A resume answered with a retryable refusal (network, 429/503/5xx) → again after the backoff
 //   or the server's `Retry-After`, within `resumeWindowMs` of the first attempt, else end
-//   `lost`; a final one ends the call: 401 `resume_invalid`, 409 `resume_refused`, 410
-//   `call_gone`, anything else `lost`.
+//   `lost`; a final one ends the call: 401 `resume_expired` or `resume_invalid`, 409
+//   `resume_refused`, 410 `call_gone`, anything else `lost`.
 // - Without a credential (an old server) a resume is impossible: what would resume ends the call
 //   (`lost`, or the server's `shutdown`); a `session.migrate` is ignored.
 
@@ -52,7 +52,12 @@ export function restartResultOf(e: unknown): RestartResult {
 /** What a failed resume means: retry (network, busy, 5xx) or end with a reason. */
 export function resumeResultOf(e: unknown): ResumeResult {
   if (e instanceof VoxgateError) {
-    if (e.code === "resume_invalid" || e.code === "resume_refused" || e.code === "call_gone") {
+    if (
+      e.code === "resume_expired" ||
+      e.code === "resume_invalid" ||
+      e.code === "resume_refused" ||
+      e.code === "call_gone"
+    ) {
       return { kind: "final", reason: e.code };
     }
     if (e.code === "network" || e.code === "busy" || (e.status !== undefined && e.status >= 500)) {

@@ -2,11 +2,12 @@
 
 export type ErrorCode =
   | "signaling" // the server answered a signaling request with an unexpected status
-  | "network" // a signaling request did not reach the server
+  | "network" // a signaling request did not reach the server, or got no answer in time
   | "unauthorized" // 401: missing or wrong token
-  | "busy" // 429 / 503: the server is at capacity or rate-limits; retry later
+  | "busy" // 429 / 503: the server is at capacity or rate-limits (or the resume send queue is full); retry later
   | "not_found" // 404: the session is gone
-  | "resume_invalid" // resume answered 401: the credential is forged, malformed or expired
+  | "resume_expired" // resume answered 401 and the credential's `exp` has passed
+  | "resume_invalid" // resume answered 401: the credential is forged or malformed
   | "resume_refused" // resume answered 409: the credential was used already
   | "call_gone" // resume answered 410: no backend serves the call any more
   | "closed"; // the call has ended

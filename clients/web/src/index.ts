@@ -23,6 +23,7 @@ export { DEFAULT_RECONNECT, ReconnectPolicy, type ReconnectOptions, type Decisio
 export { DEFAULT_RESUME_TTL_SECS, RefreshSchedule, refreshIntervalMs } from "./refresh";
 export {
   Signaling,
+  credentialExpiry,
   credentialGeneration,
   parseLinkIceServers,
   parseResumeHeaders,
@@ -49,6 +50,8 @@ export interface ConnectOptions {
   reconnect?: Partial<ReconnectOptions>;
   connectTimeoutMs?: number;
   gatherTimeoutMs?: number;
+  /** How long a PATCH, GET, DELETE or credential refresh may wait for its answer (5000 ms). */
+  requestTimeoutMs?: number;
   /** Test hook: rewrites every answer SDP before it is applied. */
   answerTransform?: (sdp: string) => string;
   fetch?: Fetch;
@@ -74,7 +77,12 @@ export async function connect(url: string, opts: ConnectOptions = {}): Promise<C
     ...first,
     newPeer,
     micStream,
-    signaling: new Signaling({ token: opts.token, metadata: opts.metadata, fetch: opts.fetch }),
+    signaling: new Signaling({
+      token: opts.token,
+      metadata: opts.metadata,
+      fetch: opts.fetch,
+      requestTimeoutMs: opts.requestTimeoutMs,
+    }),
     reconnect: opts.reconnect,
     answerTransform: opts.answerTransform,
     gatherTimeoutMs: opts.gatherTimeoutMs ?? 1500,

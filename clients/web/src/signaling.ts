@@ -8,6 +8,10 @@
 // it is the bearer of every request (it controls every session of the call, so a per-call token
 // that expired meanwhile does not matter). `refreshResume` renews it, `resume` POSTs a new offer
 // with it to the endpoint the call was created at.
+//
+// Every request but the first POST has a deadline (`requestTimeoutMs`, or the caller's for a
+// resume): a transceiver that died without a reset (a host gone, a partition) would otherwise
+// hold an ICE restart's PATCH for the browser's TCP timeout, far past the backend's resume window.
 
 import { VoxgateError, errorForStatus } from "./errors";
 
@@ -19,7 +23,11 @@ export interface SignalingOptions {
   /** Metadata for the backend: sent as query parameters of the POST. */
   metadata?: Record<string, string>;
   fetch?: Fetch;
+  /** How long a PATCH, GET, DELETE or credential refresh may wait for its answer (5000 ms). */
+  requestTimeoutMs?: number;
 }
+
+export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
 
 export interface Created {
   /** Absolute URL of the session resource. */
@@ -45,19 +53,31 @@ export function parseResumeHeaders(headers: Headers): ResumeCredential | null {
 }
 
 /**
- * The call generation a credential names, or null when unreadable. The payload is signed, not
- * encrypted (docs/continuity.md): base64url-nopad JSON with `g`, the generation.
+ * A credential's payload, or null when unreadable. It is signed, not encrypted
+ * (docs/continuity.md): base64url-nopad JSON `{"c","g","s","w","o","exp"}`.
  */
-export function credentialGeneration(credential: string): number | null {
+function credentialClaims(credential: string): Record<string, unknown> | null {
   const parts = credential.split(".");
   if (parts.length !== 3 || parts[0] !== "vr1") return null;
   try {
     const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
-    const claims = JSON.parse(atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4))) as { g?: unknown };
-    return typeof claims.g === "number" ? claims.g : null;
+    const claims: unknown = JSON.parse(atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4)));
+    return claims && typeof claims === "object" ? (claims as Record<string, unknown>) : null;
   } catch {
     return null;
   }
+}
+
+/** The call generation a credential names (`g`), or null when unreadable. */
+export function credentialGeneration(credential: string): number | null {
+  const g = credentialClaims(credential)?.g;
+  return typeof g === "number" ? g : null;
+}
+
+/** When a credential expires (`exp`, Unix seconds), or null when unreadable. */
+export function credentialExpiry(credential: string): number | null {
+  const exp = credentialClaims(credential)?.exp;
+  return typeof exp === "number" ? exp : null;
 }
 
 /**
@@ -173,22 +193,35 @@ export class Signaling {
     return r;
   }
 
-  private async send(what: string, url: string, init: RequestInit): Promise<Response> {
+  /** Fetches with a deadline (`null`: none); no answer in time is a `network` error. */
+  private async send(
+    what: string,
+    url: string,
+    init: RequestInit,
+    timeoutMs: number | null = this.opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+  ): Promise<Response> {
+    const abort = timeoutMs === null ? null : new AbortController();
+    const timer = abort ? setTimeout(() => abort.abort(), timeoutMs ?? 0) : null;
     try {
-      return await this.fetch(url, init);
+      return await this.fetch(url, abort ? { ...init, signal: abort.signal } : init);
     } catch (e) {
-      throw new VoxgateError("network", `${what} ${url} failed: ${e instanceof Error ? e.message : e}`);
+      const why = abort?.signal.aborted ? `no answer in ${timeoutMs} ms` : e instanceof Error ? e.message : String(e);
+      throw new VoxgateError("network", `${what} ${url} failed: ${why}`);
+    } finally {
+      if (timer) clearTimeout(timer);
     }
   }
 
   /** POSTs the offer; the answer, the session's absolute Location and any ICE servers. */
   async create(base: string, offer: string): Promise<Created> {
     this.endpoint = sessionsUrl(base, this.opts.metadata);
-    const resp = await this.send("POST", this.endpoint, {
-      method: "POST",
-      headers: this.headers("application/sdp"),
-      body: offer,
-    });
+    // No deadline of its own: connect() bounds the whole first connection.
+    const resp = await this.send(
+      "POST",
+      this.endpoint,
+      { method: "POST", headers: this.headers("application/sdp"), body: offer },
+      null,
+    );
     const body = await resp.text();
     if (resp.status !== 201) throw errorForStatus(resp.status, "POST", body, retryAfterOf(resp));
     return this.created("POST", resp, body);
@@ -209,21 +242,34 @@ export class Signaling {
   /**
    * Resumes the call on a new session: POSTs a new offer (of a new RTCPeerConnection) with the
    * credential as bearer to the endpoint `create` used. 201 → the new session; 401 →
-   * `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503 → `busy` with
-   * `retryAfterMs`, other 5xx → `signaling`, a fetch that throws → `network` (worth retrying).
+   * `resume_expired` (the credential's `exp` has passed by this clock, or the answer says
+   * "expired") or `resume_invalid`, 409 → `resume_refused`, 410 → `call_gone` (final); 429/503
+   * → `busy` with `retryAfterMs`, other 5xx → `signaling`, a fetch that throws or gets no answer
+   * within `timeoutMs` (default: none) → `network` (worth retrying).
    */
-  async resume(offer: string, credential: string | undefined = this.latest?.credential): Promise<Created> {
+  async resume(
+    offer: string,
+    credential: string | undefined = this.latest?.credential,
+    timeoutMs: number | null = null,
+  ): Promise<Created> {
     if (!this.endpoint) throw new VoxgateError("closed", "resume before the call was created");
     if (!credential) throw new VoxgateError("resume_invalid", "no resume credential");
-    const resp = await this.send("POST (resume)", this.endpoint, {
-      method: "POST",
-      headers: this.headers("application/sdp", credential),
-      body: offer,
-    });
+    const resp = await this.send(
+      "POST (resume)",
+      this.endpoint,
+      { method: "POST", headers: this.headers("application/sdp", credential), body: offer },
+      timeoutMs,
+    );
     const body = await resp.text();
     if (resp.status === 201) return this.created("POST (resume)", resp, body);
     const detail = `POST (resume) answered ${resp.status}: ${body.trim().slice(0, 200)}`;
-    if (resp.status === 401) throw new VoxgateError("resume_invalid", detail, 401);
+    if (resp.status === 401) {
+      // The server's 401 does not say which (it refuses before reading the call); the
+      // credential's own expiry does.
+      const exp = credentialExpiry(credential);
+      const expired = /expired/i.test(body) || (exp !== null && exp <= Date.now() / 1000);
+      throw new VoxgateError(expired ? "resume_expired" : "resume_invalid", detail, 401);
+    }
     if (resp.status === 409) throw new VoxgateError("resume_refused", detail, 409);
     if (resp.status === 410) throw new VoxgateError("call_gone", detail, 410);
     throw errorForStatus(resp.status, "POST (resume)", body, retryAfterOf(resp));

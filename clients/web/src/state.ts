@@ -8,7 +8,8 @@ export type CallState = "connecting" | "connected" | "reconnecting" | "ended";
 export type EndReason =
   | "hangup" // this client hung up
   | "lost" // neither an ICE restart nor a resume brought the call back
-  | "resume_invalid" // a resume was refused: the credential is invalid or expired (401)
+  | "resume_expired" // a resume was refused: the credential expired (401)
+  | "resume_invalid" // a resume was refused: the credential is forged or malformed (401)
   | "resume_refused" // a resume was refused: the credential was used already (409)
   | "call_gone" // a resume was refused: no backend serves the call any more (410)
   | "failed" // the first connection never came up

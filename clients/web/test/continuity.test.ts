@@ -153,6 +153,7 @@ describe("outcome mapping", () => {
 
   it("resume failures: refusals are final with their code, busy/network/5xx retry", () => {
     expect(resumeResultOf(new VoxgateError("resume_invalid", "", 401))).toEqual({ kind: "final", reason: "resume_invalid" });
+    expect(resumeResultOf(new VoxgateError("resume_expired", "", 401))).toEqual({ kind: "final", reason: "resume_expired" });
     expect(resumeResultOf(new VoxgateError("resume_refused", "", 409))).toEqual({ kind: "final", reason: "resume_refused" });
     expect(resumeResultOf(new VoxgateError("call_gone", "", 410))).toEqual({ kind: "final", reason: "call_gone" });
     expect(resumeResultOf(new VoxgateError("busy", "", 429, 2000))).toEqual({ kind: "retry", afterMs: 2000 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   Signaling,
+  credentialExpiry,
   credentialGeneration,
   parseLinkIceServers,
   parseResumeHeaders,
@@ -144,8 +145,8 @@ describe("Link and URL helpers", () => {
 });
 
 /** A credential as the server mints it (the MAC is not checked by the client). */
-function cred(g: number): string {
-  const payload = Buffer.from(JSON.stringify({ c: "call1", g, s: "s", w: "", o: "o", exp: 9e9 }))
+function cred(g: number, exp = 9e9): string {
+  const payload = Buffer.from(JSON.stringify({ c: "call1", g, s: "s", w: "", o: "o", exp }))
     .toString("base64url");
   return `vr1.${payload}.mac`;
 }
@@ -273,6 +274,66 @@ describe("resume credential", () => {
     const s = new Signaling({ fetch: f.fetch });
     await s.create("http://h", "o");
     await expect(s.resume("o2")).rejects.toMatchObject({ code: "network" });
+  });
+
+  it("a 401 to a resume is resume_expired when the credential's exp has passed (or the answer says so), else resume_invalid", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    for (const [credential, body, code] of [
+      [cred(1, now - 5), "missing or invalid bearer token", "resume_expired"],
+      [cred(1, now + 60), "resume credential has expired", "resume_expired"],
+      [cred(1, now + 60), "missing or invalid bearer token", "resume_invalid"],
+      ["vr1.garbage.mac", "missing or invalid bearer token", "resume_invalid"],
+    ] as const) {
+      const f = scripted([[201, "a", { Location: "/v1/sessions/s1", "X-Voxgate-Resume": credential }], [401, body]]);
+      const s = new Signaling({ fetch: f.fetch });
+      await s.create("http://h", "o");
+      await expect(s.resume("o2")).rejects.toMatchObject({ code, status: 401 });
+    }
+    expect(credentialExpiry(cred(1, 1234))).toBe(1234);
+    expect(credentialExpiry("token")).toBeNull();
+  });
+
+  it("PATCH, GET, DELETE and refresh give up after requestTimeoutMs as a network error; the first POST waits", async () => {
+    const signals: Array<AbortSignal | undefined> = [];
+    const hanging = (url: string, init: RequestInit) => {
+      signals.push(init.signal ?? undefined);
+      if (init.method === "POST") {
+        return Promise.resolve(new Response("a", { status: 201, headers: { Location: "/v1/sessions/s1" } }));
+      }
+      return new Promise<Response>((_, reject) =>
+        init.signal?.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))),
+      );
+    };
+    const s = new Signaling({ fetch: hanging, requestTimeoutMs: 20 });
+    const created = await s.create("http://h", "o");
+    expect(signals[0]).toBeUndefined();
+    for (const attempt of [
+      () => s.restart(created.location, "o2"),
+      () => s.session(created.location),
+      () => s.hangup(created.location),
+      () => s.refreshResume(created.location),
+    ]) {
+      const err = await attempt().catch((e) => e);
+      expect(err).toBeInstanceOf(VoxgateError);
+      expect(err.code).toBe("network");
+      expect(err.message).toMatch(/no answer in 20 ms/);
+    }
+  });
+
+  it("a resume POST waits as long as its caller allows", async () => {
+    const hanging = (url: string, init: RequestInit) =>
+      init.headers && (init.headers as Record<string, string>)["Authorization"]?.startsWith("Bearer vr1.")
+        ? new Promise<Response>((_, reject) =>
+            init.signal?.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))),
+          )
+        : Promise.resolve(
+            new Response("a", { status: 201, headers: { Location: "/v1/sessions/s1", "X-Voxgate-Resume": cred(1) } }),
+          );
+    const s = new Signaling({ fetch: hanging });
+    await s.create("http://h", "o");
+    const t0 = Date.now();
+    await expect(s.resume("o2", undefined, 30)).rejects.toMatchObject({ code: "network" });
+    expect(Date.now() - t0).toBeLessThan(1000);
   });
 
   it("a late answer of the replaced session does not take back the newer credential", async () => {
