@@ -16,14 +16,8 @@ use voxgate_transceiver::auth::{Creator, ResumeClaims, ResumeKey};
 
 /// A fresh resume key in a file the transceivers read (and the key, for the test to mint with).
 fn key_file() -> (String, ResumeKey) {
-    let bytes: [u8; 32] = rand::random();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("resume-{}.key", &hex[..12]));
-    std::fs::write(&path, &hex).unwrap();
-    let key = ResumeKey::from_file_contents(hex.as_bytes()).unwrap();
-    (path.to_string_lossy().into_owned(), key)
+    let (path, hex) = support::resume_key_file();
+    (path, ResumeKey::from_file_contents(hex.as_bytes()).unwrap())
 }
 
 fn caller(server: &ServerProcess, token: Option<String>) -> SessionConfig {

@@ -76,13 +76,7 @@ impl Balancer {
 }
 
 fn key_file() -> String {
-    let bytes: [u8; 32] = rand::random();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("web-resume-{}.key", &hex[..12]));
-    std::fs::write(&path, &hex).unwrap();
-    path.to_string_lossy().into_owned()
+    support::resume_key_file().0
 }
 
 fn frames(worker: &TestWorker, id: &str) -> usize {

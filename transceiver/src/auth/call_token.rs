@@ -23,12 +23,8 @@
 
 use std::collections::HashMap;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
 use super::metadata_entry::check_entry;
+use super::signed_envelope::{open, seal, EnvelopeError};
 
 /// The prefix that marks a per-call token (a static token never starts with it).
 pub const PREFIX: &str = "v1.";
@@ -41,8 +37,6 @@ pub use super::metadata_entry::{MAX_META_ENTRIES, MAX_META_KEY, MAX_META_VALUE};
 pub const MAX_LIFETIME_SECS: u64 = 24 * 3600;
 /// Most sessions one token may create (`uses`).
 pub const MAX_USES: u32 = 1000;
-
-type HmacSha256 = Hmac<Sha256>;
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum CallTokenError {
@@ -111,11 +105,6 @@ impl CallTokenKey {
         Ok(CallTokenKey(trimmed.to_vec()))
     }
 
-    fn mac(&self) -> HmacSha256 {
-        // HMAC takes keys of any length; this cannot fail.
-        <HmacSha256 as Mac>::new_from_slice(&self.0).expect("HMAC accepts any key length")
-    }
-
     /// Mints a token (the application server's side; used by tests and tools).
     pub fn mint(&self, expires_at: u64, metadata: &HashMap<String, String>) -> String {
         let json = serde_json::to_vec(&Payload {
@@ -129,12 +118,7 @@ impl CallTokenKey {
 
     /// Signs `json` as a token's payload, whatever it holds (tests of other claims).
     pub fn mint_payload(&self, json: &[u8]) -> String {
-        let payload = URL_SAFE_NO_PAD.encode(json);
-        let mut mac = self.mac();
-        mac.update(PREFIX.as_bytes());
-        mac.update(payload.as_bytes());
-        let sig = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-        format!("{PREFIX}{payload}.{sig}")
+        seal(&self.0, PREFIX, json)
     }
 
     /// Verifies `token` at Unix time `now`.
@@ -142,19 +126,11 @@ impl CallTokenKey {
         if token.len() > MAX_TOKEN_LEN {
             return Err(CallTokenError::TooLong);
         }
-        let rest = token.strip_prefix(PREFIX).ok_or(CallTokenError::Format)?;
-        let (payload, sig) = rest.split_once('.').ok_or(CallTokenError::Format)?;
-        let sig = URL_SAFE_NO_PAD
-            .decode(sig)
-            .map_err(|_| CallTokenError::Format)?;
-        let mut mac = self.mac();
-        mac.update(PREFIX.as_bytes());
-        mac.update(payload.as_bytes());
-        mac.verify_slice(&sig)
-            .map_err(|_| CallTokenError::BadSignature)?;
-        let json = URL_SAFE_NO_PAD
-            .decode(payload)
-            .map_err(|_| CallTokenError::Payload)?;
+        let (json, sig) = open(&self.0, PREFIX, token).map_err(|e| match e {
+            EnvelopeError::Format => CallTokenError::Format,
+            EnvelopeError::BadSignature => CallTokenError::BadSignature,
+            EnvelopeError::Payload => CallTokenError::Payload,
+        })?;
         let p: Payload = serde_json::from_slice(&json).map_err(|_| CallTokenError::Payload)?;
         if now >= p.exp {
             return Err(CallTokenError::Expired);

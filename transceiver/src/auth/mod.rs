@@ -24,6 +24,7 @@ pub mod creator;
 pub mod metadata_entry;
 pub mod resume_credential;
 pub mod resume_uses;
+pub mod signed_envelope;
 pub mod token_uses;
 
 use std::collections::HashMap;

@@ -21,15 +21,15 @@
 //! it. The MAC is checked (in constant time, by `hmac`) before the payload is parsed. Whether
 //! a credential was used already is not decided here but by [`super::resume_uses`] (on this
 //! transceiver) and by the backend (across transceivers: it accepts a resume only at the
-//! generation it serves the call at).
+//! generation it serves the call at). The envelope is [`super::signed_envelope`]'s, as a call
+//! token's is.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::call_token::CallTokenId;
 use super::creator::Creator;
+use super::signed_envelope::{open, seal, EnvelopeError};
 
 /// The prefix that marks a resume credential (neither a static token nor a call token starts
 /// with it).
@@ -137,10 +137,6 @@ impl ResumeKey {
         ResumeKey(rand::random::<[u8; 32]>().to_vec())
     }
 
-    fn mac(&self) -> HmacSha256 {
-        <HmacSha256 as Mac>::new_from_slice(&self.0).expect("HMAC accepts any key length")
-    }
-
     /// Mints a credential for `claims` (their `expires_at` is its `exp`).
     pub fn mint(&self, claims: &ResumeClaims) -> String {
         let mut worker = claims.worker.as_str();
@@ -156,12 +152,7 @@ impl ResumeKey {
             exp: claims.expires_at,
         })
         .expect("strings and numbers serialize");
-        let payload = URL_SAFE_NO_PAD.encode(json);
-        let mut mac = self.mac();
-        mac.update(PREFIX.as_bytes());
-        mac.update(payload.as_bytes());
-        let sig = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-        format!("{PREFIX}{payload}.{sig}")
+        seal(&self.0, PREFIX, &json)
     }
 
     /// Verifies `credential` at Unix time `now`.
@@ -169,19 +160,11 @@ impl ResumeKey {
         if credential.len() > MAX_CREDENTIAL_LEN {
             return Err(ResumeError::Format);
         }
-        let rest = credential.strip_prefix(PREFIX).ok_or(ResumeError::Format)?;
-        let (payload, sig) = rest.split_once('.').ok_or(ResumeError::Format)?;
-        let sig = URL_SAFE_NO_PAD
-            .decode(sig)
-            .map_err(|_| ResumeError::Format)?;
-        let mut mac = self.mac();
-        mac.update(PREFIX.as_bytes());
-        mac.update(payload.as_bytes());
-        mac.verify_slice(&sig)
-            .map_err(|_| ResumeError::BadSignature)?;
-        let json = URL_SAFE_NO_PAD
-            .decode(payload)
-            .map_err(|_| ResumeError::Payload)?;
+        let (json, _) = open(&self.0, PREFIX, credential).map_err(|e| match e {
+            EnvelopeError::Format => ResumeError::Format,
+            EnvelopeError::BadSignature => ResumeError::BadSignature,
+            EnvelopeError::Payload => ResumeError::Payload,
+        })?;
         let p: Payload = serde_json::from_slice(&json).map_err(|_| ResumeError::Payload)?;
         if now >= p.exp {
             return Err(ResumeError::Expired);

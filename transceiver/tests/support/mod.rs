@@ -657,3 +657,15 @@ pub fn drive_fleet_until(
     }
     false
 }
+
+/// A fresh resume key (64 hex characters) in a file for `--resume-key-file`: its path, and the
+/// key as the file holds it (for a test that mints credentials itself).
+pub fn resume_key_file() -> (String, String) {
+    let bytes: [u8; 32] = rand::random();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&dir).expect("create CARGO_TARGET_TMPDIR");
+    let path = dir.join(format!("resume-{}.key", &hex[..12]));
+    std::fs::write(&path, &hex).expect("write the resume key");
+    (path.to_string_lossy().into_owned(), hex)
+}
