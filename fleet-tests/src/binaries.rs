@@ -36,10 +36,15 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Path of workspace binary `name` (one of [`BINARIES`]), built on first use.
+/// Path of workspace binary `name` (one of [`BINARIES`]), built on first use; or, when
+/// `VOXGATE_FLEET_BIN_DIR` names a folder, that folder's (a benchmark measures the binaries as
+/// they ship, built by scripts/build-release, not a test build).
 pub fn path(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let dir = BUILT.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("VOXGATE_FLEET_BIN_DIR") {
+            return PathBuf::from(dir);
+        }
         let profile = profile_dir();
         let target_dir = profile.parent().expect("target dir").to_path_buf();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

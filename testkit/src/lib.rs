@@ -53,8 +53,10 @@ pub mod session_report;
 pub mod signal;
 pub mod signaling_client;
 pub mod tail_buffer;
+pub mod tcp_balancer;
 pub mod uplink_audio;
 pub mod uplink_schedule;
+pub mod web_client;
 
 pub use client_session::ClientSession;
 pub use fleet::{ClientError, Fleet, SessionResource};

@@ -8,10 +8,15 @@
 // stdin, one JSON object per line:
 //   {"cmd":"connect","port":N?}  connect(); with `port`, every answer's UDP candidates are
 //                                rewritten to 127.0.0.1:port and its TCP candidates dropped (the
-//                                client's answerTransform hook), so media goes through a proxy
+//                                client's answerTransform hook), so media goes through a proxy;
+//                                `"liveness":false` or `{...}` is passed to connect() as is
 //   {"cmd":"port","port":N}      the port later answers (ICE restarts) are rewritten to
 //   {"cmd":"send","message":X}   call.send(X)
 //   {"cmd":"mute"} / {"cmd":"unmute"} / {"cmd":"stats"} / {"cmd":"hangup"} / {"cmd":"quit"}
+//   {"cmd":"heard","since":MS}   what the caller heard since wall-clock time MS (Date.now()):
+//                                {maxGapMs, loudMs, lastLoudAt}: the longest stretch between two
+//                                loud 10 ms samples of the remote audio (the gap a person hears),
+//                                loud time in total, and the last loud sample's time
 // stdout, one JSON object per line: {"event":"ready"}, {"event":"connected","sessionId",...},
 // {"event":"state","state"}, {"event":"message","message"}, {"event":"ended","reason"},
 // {"event":"resumed","sessionId","previousSessionId","gapMs"} (the call moved to a new session),
@@ -71,6 +76,7 @@ browser = await chromium.launch({
     '--use-fake-device-for-media-stream',
     '--use-fake-ui-for-media-stream',
     '--autoplay-policy=no-user-gesture-required',
+    '--disable-background-timer-throttling',
     `--use-file-for-fake-audio-capture=${wav}`,
   ],
 });
@@ -103,6 +109,40 @@ await page.evaluate(async ({ base, token }) => {
       })
       .join('\r\n');
   };
+  // The ear: samples the remote audio every 10 ms (WebAudio) and keeps when it was loud. The
+  // track inside `remoteStream` changes when the call resumes on a new session, so the source
+  // follows whichever track the stream holds now.
+  const LOUD_RMS = 0.01; // -40 dBFS: the echoed tone is far above, silence and comfort noise below
+  const loudAt = [];
+  const startEar = (stream) => {
+    const ctx = new AudioContext();
+    void ctx.resume();
+    const analyser = ctx.createAnalyser();
+    analyser.fftSize = 512;
+    const buf = new Float32Array(analyser.fftSize);
+    let track = null;
+    let source = null;
+    setInterval(() => {
+      const now = stream.getAudioTracks()[0] ?? null;
+      if (now !== track) {
+        source?.disconnect();
+        source = now ? ctx.createMediaStreamSource(new MediaStream([now])) : null;
+        source?.connect(analyser);
+        track = now;
+      }
+      analyser.getFloatTimeDomainData(buf);
+      let sum = 0;
+      for (const v of buf) sum += v * v;
+      if (Math.sqrt(sum / buf.length) > LOUD_RMS) loudAt.push(Date.now());
+      while (loudAt.length > 60_000) loudAt.shift();
+    }, 10);
+  };
+  const heard = (since) => {
+    const w = loudAt.filter((t) => t >= since);
+    let maxGapMs = 0;
+    for (let i = 1; i < w.length; i++) maxGapMs = Math.max(maxGapMs, w[i] - w[i - 1]);
+    return { maxGapMs, loudMs: w.length * 10, lastLoudAt: w.length ? w[w.length - 1] : null };
+  };
   window.voxgateRun = async (c) => {
     switch (c.cmd) {
       case 'connect': {
@@ -112,6 +152,7 @@ await page.evaluate(async ({ base, token }) => {
           token: token || undefined,
           answerTransform: transform,
           reconnect: { backoffMs: 300 },
+          liveness: c.liveness,
         });
         call.on('state', (state) => report({ event: 'state', state, at: performance.now() }));
         call.on('message', (message) => report({ event: 'message', message }));
@@ -121,6 +162,7 @@ await page.evaluate(async ({ base, token }) => {
         const el = new Audio();
         el.srcObject = call.remoteStream;
         el.play().catch(() => {});
+        startEar(call.remoteStream);
         report({
           event: 'connected',
           sessionId: call.sessionId,
@@ -143,6 +185,8 @@ await page.evaluate(async ({ base, token }) => {
         break;
       case 'stats':
         return { stats: await call.stats(), state: call.state, attempts: call.reconnectAttempts };
+      case 'heard':
+        return heard(c.since);
       case 'hangup':
         await call.hangup();
         break;

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::backend::{tone, TestWorker};
-use support::web_client::{connected, WebClient};
+use support::web_client::{self, connected, WebClient};
 use support::ServerProcess;
 use voxgate_testkit::{ImpairedProxy, Impairment, ProxyCounts};
 
@@ -265,7 +265,7 @@ fn mean_mos(r: &Reading, key: &str) -> f64 {
 
 /// The calls of one added round trip, one after the other in one browser.
 fn run_delay(server: &ServerProcess, worker: &TestWorker, rtt_ms: u64) -> Vec<Reading> {
-    let mut client = WebClient::start_for(server, Duration::from_secs(280));
+    let mut client = web_client::start_for(server, Duration::from_secs(280));
     [0.0, 0.02, 0.10]
         .into_iter()
         .enumerate()

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::backend::{tone, TestWorker};
-use support::web_client::{connected, WebClient};
+use support::web_client::{self, connected};
 use support::ServerProcess;
 use voxgate_proto::bridge::{data_message, downlink, session_event, DataMessage};
 use voxgate_testkit::ImpairedProxy;
@@ -61,7 +61,7 @@ fn uplink_rms_over(worker: &TestWorker, id: &str, settle: Duration, window: Dura
 fn chromium_web_client_connects_talks_both_ways_and_mutes() {
     let server = ServerProcess::start(&["--loops", "1"]);
     let worker = TestWorker::start(&server.grpc_url, "web", 2, 48_000);
-    let mut client = WebClient::start(&server);
+    let mut client = web_client::start(&server);
     let id = connected(&mut client, None);
     assert!(
         wait_until(Duration::from_secs(10), || worker.attached().contains(&id)),
@@ -144,7 +144,7 @@ fn chromium_web_client_connects_talks_both_ways_and_mutes() {
 fn chromium_web_client_ends_at_once_when_the_operator_deletes_the_session() {
     let server = ServerProcess::start(&["--loops", "1"]);
     let worker = TestWorker::start(&server.grpc_url, "web", 2, 48_000);
-    let mut client = WebClient::start(&server);
+    let mut client = web_client::start(&server);
     let id = connected(&mut client, None);
     let url = server.url(&format!("/v1/sessions/{id}"));
     // `connect()` resolves once ICE is connected and the data channel (which carries the end)
@@ -181,7 +181,7 @@ fn chromium_web_client_restarts_ice_across_a_cut_path_and_keeps_its_session() {
     let worker = TestWorker::start(&server.grpc_url, "web", 2, 48_000);
     let media: SocketAddr = ([127, 0, 0, 1], server.media_base_port).into();
     let first = ImpairedProxy::clean(media).expect("proxy");
-    let mut client = WebClient::start(&server);
+    let mut client = web_client::start(&server);
     let id = connected(&mut client, Some(first.port));
     assert!(
         first.counts().up_forwarded > 0,

@@ -7,9 +7,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -17,62 +14,11 @@ use support::backend::TestWorker;
 use support::web_client::WebClient;
 use support::ServerProcess;
 use voxgate_proto::bridge::{downlink, Hangup};
+use voxgate_testkit::tcp_balancer::TcpBalancer;
 
-/// The load balancer: forwards each TCP connection to the current upstream; `switch` sends
-/// new connections elsewhere and closes the open ones (a backend taken out of the pool).
-struct Balancer {
-    addr: SocketAddr,
-    upstream: Arc<Mutex<SocketAddr>>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
-}
-
-impl Balancer {
-    fn start(upstream: SocketAddr) -> Balancer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let upstream = Arc::new(Mutex::new(upstream));
-        let open = Arc::new(Mutex::new(Vec::new()));
-        let (up, conns) = (upstream.clone(), open.clone());
-        std::thread::spawn(move || {
-            for down in listener.incoming().map_while(Result::ok) {
-                let to = *up.lock().unwrap();
-                let Ok(upc) = TcpStream::connect(to) else {
-                    continue; // refused: the client sees its connection close
-                };
-                conns.lock().unwrap().push(down.try_clone().unwrap());
-                for (mut from, mut to) in [
-                    (down.try_clone().unwrap(), upc.try_clone().unwrap()),
-                    (upc, down),
-                ] {
-                    std::thread::spawn(move || {
-                        let mut buf = [0u8; 16 * 1024];
-                        while let Ok(n) = from.read(&mut buf) {
-                            if n == 0 || to.write_all(&buf[..n]).is_err() {
-                                break;
-                            }
-                        }
-                        let _ = to.shutdown(Shutdown::Both);
-                    });
-                }
-            }
-        });
-        Balancer {
-            addr,
-            upstream,
-            open,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn switch(&self, to: SocketAddr) {
-        *self.upstream.lock().unwrap() = to;
-        for c in self.open.lock().unwrap().drain(..) {
-            let _ = c.shutdown(Shutdown::Both);
-        }
-    }
+/// The load balancer in front of both transceivers; `switch` takes one out of the pool.
+fn balancer(first: std::net::SocketAddr) -> TcpBalancer {
+    TcpBalancer::start("127.0.0.1:0".parse().unwrap(), vec![first]).expect("balancer")
 }
 
 fn key_file() -> String {
@@ -111,7 +57,7 @@ fn chromium_keeps_its_call_when_its_transceiver_is_killed() {
     let t2 = ServerProcess::start(&args);
     let w1 = TestWorker::start(&t1.grpc_url, "agent", 4, 48_000);
     let w2 = TestWorker::start_beside(&t2.grpc_url, &w1, 4, 48_000);
-    let lb = Balancer::start(t1.signal_addr);
+    let lb = balancer(t1.signal_addr);
     let mut client = WebClient::start_at(&lb.url(), Duration::from_secs(90));
     let connected = client.run(json!({"cmd": "connect"}), Duration::from_secs(30));
     let call_id = client.wait("connected", Duration::from_secs(5))["sessionId"]
@@ -166,7 +112,7 @@ fn chromium_moves_its_call_when_its_transceiver_drains() {
     let t2 = ServerProcess::start(&["--resume-key-file", key.as_str(), "--loops", "1"]);
     let w1 = TestWorker::start(&t1.grpc_url, "agent", 4, 48_000);
     let w2 = TestWorker::start_beside(&t2.grpc_url, &w1, 4, 48_000);
-    let lb = Balancer::start(t1.signal_addr);
+    let lb = balancer(t1.signal_addr);
     let mut client = WebClient::start_at(&lb.url(), Duration::from_secs(90));
     client.run(json!({"cmd": "connect"}), Duration::from_secs(30));
     let call_id = client.wait("connected", Duration::from_secs(5))["sessionId"]
