@@ -1,6 +1,7 @@
 import { Emitter } from "./emitter";
 import { type CallState, type EndReason } from "./state";
 import type { ReconnectOptions } from "./reconnect";
+import { type LivenessOptions } from "./liveness";
 import { Signaling } from "./signaling";
 import { type CallStats } from "./stats";
 export type CallEvents = {
@@ -33,6 +34,8 @@ export interface CallParts {
     signaling: Signaling;
     micStream: MediaStream | null;
     reconnect?: Partial<ReconnectOptions>;
+    /** The liveness watchdog's settings (liveness.ts); `false` turns it off. */
+    liveness?: Partial<LivenessOptions> | false;
     /** Test hook: rewrites each answer before it is applied. */
     answerTransform?: (sdp: string) => string;
     /** How long to wait for ICE gathering before sending what is gathered. */
@@ -46,6 +49,13 @@ export declare class Call extends Emitter<CallEvents> {
     readonly remoteStream: MediaStream;
     private readonly sm;
     private readonly flow;
+    private readonly live;
+    private liveTimer;
+    /**
+     * An ICE restart's answer applied while ICE still says connected: `reconnecting` until the
+     * watchdog sees traffic, since no ICE event may come to say the new path works.
+     */
+    private awaitingTraffic;
     private readonly refresh;
     private pc;
     private channel;
@@ -117,6 +127,14 @@ export declare class Call extends Emitter<CallEvents> {
     private watchNetwork;
     /** Acts on Continuity's decision at the current time. */
     private step;
+    /**
+     * Acts on Liveness at the current time: active while connected and not recovering, it
+     * samples the received total, probes the session when it stands still, and hands what the
+     * probe found to Continuity.
+     */
+    private watch;
+    private sample;
+    private probe;
     private restart;
     /**
      * One resume attempt: a new PeerConnection, its offer POSTed with the credential, the swap on

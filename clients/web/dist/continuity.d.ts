@@ -1,3 +1,4 @@
+import type { SilentPath } from "./liveness";
 import { type IceState, type ReconnectOptions } from "./reconnect";
 import type { EndReason } from "./state";
 export type Step = {
@@ -46,6 +47,8 @@ export declare class Continuity {
     constructor(opts?: Partial<ReconnectOptions>);
     /** Whether a resume is under way (between its trigger and the new session connecting). */
     get resuming(): boolean;
+    /** Whether the call is recovering: an ICE restart wanted or under way, or a resume. */
+    get recovering(): boolean;
     /** ICE restarts tried in the current outage. */
     get restartAttempts(): number;
     /** Resume attempts in the current resume. */
@@ -53,6 +56,8 @@ export declare class Continuity {
     onIceState(now: number, state: IceState): void;
     onNetworkChange(now: number): void;
     onRestartDone(now: number, result: RestartResult): void;
+    /** Nothing arrived for `livenessMs`, and the probe of the session said `why`. */
+    onSilentPath(now: number, why: SilentPath): void;
     /** The transceiver asked the call to move (`session.migrate`). */
     onMigrate(now: number): void;
     /** The server's `session.ended` on the current session's data channel. */

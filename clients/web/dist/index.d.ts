@@ -1,15 +1,17 @@
 import { Call } from "./call";
+import type { LivenessOptions } from "./liveness";
 import type { ReconnectOptions } from "./reconnect";
 import { type Fetch } from "./signaling";
 export { Call, type CallEvents, type Resumed } from "./call";
 export { Continuity, restartResultOf, resumeResultOf, type RestartResult, type ResumeResult, type Step, } from "./continuity";
 export { VoxgateError, type ErrorCode } from "./errors";
+export { DEFAULT_LIVENESS, Liveness, probeResultOf, type LivenessOptions, type LivenessStep, type ProbeResult, type SilentPath, } from "./liveness";
 export { DEFAULT_MIC, micConstraints } from "./mic";
 export { DEFAULT_RECONNECT, ReconnectPolicy, type ReconnectOptions, type Decision } from "./reconnect";
 export { DEFAULT_RESUME_TTL_SECS, RefreshSchedule, refreshIntervalMs } from "./refresh";
 export { Signaling, credentialExpiry, credentialGeneration, parseLinkIceServers, parseResumeHeaders, parseRetryAfter, sessionIdOf, sessionsUrl, type Created, type ResumeCredential, } from "./signaling";
 export { CallStateMachine, type CallState, type EndReason } from "./state";
-export { summarise, type CallStats, type UplinkReport } from "./stats";
+export { receivedTotal, summarise, type CallStats, type UplinkReport } from "./stats";
 export interface ConnectOptions {
     /** Bearer token for signaling. */
     token?: string;
@@ -22,6 +24,14 @@ export interface ConnectOptions {
     /** ICE servers before the answer names any (the transceiver is ICE-lite; rarely needed). */
     iceServers?: RTCIceServer[];
     reconnect?: Partial<ReconnectOptions>;
+    /**
+     * The liveness watchdog: while connected the call reads what it has received every
+     * `livenessPollMs` (200); when nothing arrived for `livenessMs` (1200) it probes the session
+     * (`GET`, `probeTimeoutMs` 800) and resumes (404, no answer) or restarts ICE (200) at once,
+     * rather than waiting for ICE to report `disconnected`. `false` turns it off (a server that
+     * may send nothing for longer than `livenessMs`: voxgate sends RTCP every second).
+     */
+    liveness?: Partial<LivenessOptions> | false;
     connectTimeoutMs?: number;
     gatherTimeoutMs?: number;
     /** How long a PATCH, GET, DELETE or credential refresh may wait for its answer (5000 ms). */

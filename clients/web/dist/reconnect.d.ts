@@ -41,6 +41,8 @@ export declare class ReconnectPolicy {
     onIceState(now: number, state: IceState): void;
     /** The browser says the network changed (a new interface, `online`). */
     onNetworkChange(now: number): void;
+    /** The path is broken, whatever ICE says yet: restart at once, without the grace. */
+    restartNow(now: number): void;
     private want;
     /** What to do at `now`. */
     poll(now: number): Decision;

@@ -80,6 +80,11 @@ export declare class Signaling {
     restart(location: string, offer: string): Promise<string>;
     /** Ends the session (best effort: a session already gone is not an error). */
     hangup(location: string): Promise<number>;
+    /**
+     * The liveness probe (liveness.ts): `GET` on the Location with its own short deadline; the
+     * status (the body is not read). No answer in `timeoutMs`, or none at all → `network`.
+     */
+    probe(location: string, timeoutMs: number): Promise<number>;
     /** The server's view of the session (`GET` on the Location), as parsed JSON. */
     session(location: string): Promise<unknown>;
 }

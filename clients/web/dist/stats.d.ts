@@ -40,5 +40,11 @@ type Stat = Record<string, unknown> & {
 type MapLike = {
     values(): Iterable<Stat>;
 };
+/**
+ * What the connection has received so far, for the liveness watchdog: the selected candidate
+ * pair's `bytesReceived` (or `packetsReceived`), else the transport's. These count data only
+ * (SRTP, SRTCP, DTLS, SCTP), never ICE checks. Null when the report has neither.
+ */
+export declare function receivedTotal(report: Iterable<Stat> | MapLike): number | null;
 export declare function summarise(report: Iterable<Stat> | MapLike): CallStats;
 export {};

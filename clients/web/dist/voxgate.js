@@ -113,6 +113,10 @@ var ReconnectPolicy = class {
   }
   /** The browser says the network changed (a new interface, `online`). */
   onNetworkChange(now) {
+    this.restartNow(now);
+  }
+  /** The path is broken, whatever ICE says yet: restart at once, without the grace. */
+  restartNow(now) {
     this.want(now);
   }
   want(now) {
@@ -198,6 +202,10 @@ var Continuity = class {
   get resuming() {
     return this.mode === "resume";
   }
+  /** Whether the call is recovering: an ICE restart wanted or under way, or a resume. */
+  get recovering() {
+    return this.mode === "resume" || this.mode === "ice" && this.ice.recovering;
+  }
   /** ICE restarts tried in the current outage. */
   get restartAttempts() {
     return this.ice.attempts;
@@ -220,6 +228,13 @@ var Continuity = class {
       return;
     }
     this.ice.onRestartDone(now, result === "ok" ? "ok" : "error");
+  }
+  /** Nothing arrived for `livenessMs`, and the probe of the session said `why`. */
+  onSilentPath(now, why) {
+    if (this.mode !== "ice") return;
+    if (why === "alive") this.ice.restartNow(now);
+    else if (why === "gone") this.startResume(now, "lost");
+    else this.startResume(now, null);
   }
   /** The transceiver asked the call to move (`session.migrate`). */
   onMigrate(now) {
@@ -295,6 +310,106 @@ var Continuity = class {
     if (this.mode === "ended") return;
     this.mode = "ended";
     this.endWith = reason;
+  }
+};
+
+// src/liveness.ts
+var DEFAULT_LIVENESS = {
+  livenessPollMs: 200,
+  livenessMs: 1200,
+  probeTimeoutMs: 800
+};
+var MAX_SPACING = 8;
+function probeResultOf(answer) {
+  if (typeof answer === "number") {
+    if (answer === 200) return "alive";
+    if (answer === 404 || answer === 410) return "gone";
+    return "other";
+  }
+  if (answer instanceof VoxgateError && answer.code === "network") return "unreachable";
+  return "other";
+}
+var Liveness = class {
+  /** `false` turns the watchdog off: `poll` never asks for anything. */
+  constructor(opts = {}) {
+    this.active = false;
+    this.ids = 0;
+    this.sampling = null;
+    this.probing = null;
+    this.nextSampleAt = 0;
+    /** The last total seen since activation (null: none yet). */
+    this.last = null;
+    /** When a sample last saw the total change (or activation). */
+    this.changedAt = 0;
+    /** When the last sample came back. */
+    this.sampledAt = 0;
+    this.nextProbeAt = 0;
+    /** Probes answered since the last traffic. */
+    this.streak = 0;
+    this.verdict = null;
+    this.moved = false;
+    this.enabled = opts !== false;
+    this.o = { ...DEFAULT_LIVENESS, ...opts || {} };
+  }
+  get options() {
+    return this.o;
+  }
+  /** Whether a sample since activation saw traffic (or had no counter to tell). */
+  get traffic() {
+    return this.moved;
+  }
+  /** Whether the call is connected and not recovering; a change starts the measure afresh. */
+  setActive(now, active) {
+    if (active === this.active) return;
+    this.active = active;
+    this.sampling = null;
+    this.probing = null;
+    this.verdict = null;
+    this.moved = false;
+    this.last = null;
+    this.changedAt = now;
+    this.sampledAt = now;
+    this.nextSampleAt = now;
+  }
+  /** A sample's received total (null: the report had no counter). Stale ids are ignored. */
+  onSample(now, id, total) {
+    if (!this.active || id !== this.sampling) return;
+    this.sampling = null;
+    this.sampledAt = now;
+    this.nextSampleAt = now + this.o.livenessPollMs;
+    if (total === null || this.last !== null && total !== this.last) this.moved = true;
+    if (total === null || total !== this.last) {
+      this.last = total;
+      this.changedAt = now;
+      this.probing = null;
+      this.streak = 0;
+    }
+  }
+  /** How the probe went. Stale ids (traffic came meanwhile, or the call moved on) are ignored. */
+  onProbeDone(now, id, result) {
+    if (!this.active || id !== this.probing) return;
+    this.probing = null;
+    this.streak += 1;
+    this.nextProbeAt = now + this.o.livenessMs * Math.min(2 ** (this.streak - 1), MAX_SPACING);
+    if (result !== "other") this.verdict = { why: result, since: this.changedAt };
+  }
+  /** What to do at `now`. */
+  poll(now) {
+    if (!this.enabled || !this.active) return { kind: "none" };
+    if (this.verdict) {
+      const v = this.verdict;
+      this.verdict = null;
+      return { kind: "silent", why: v.why, since: v.since };
+    }
+    const silent = this.last !== null && this.sampledAt - this.changedAt >= this.o.livenessMs;
+    if (silent && this.probing === null && this.sampledAt >= this.nextProbeAt) {
+      this.probing = ++this.ids;
+      return { kind: "probe", id: this.probing };
+    }
+    if (this.sampling !== null) return { kind: "none" };
+    if (now < this.nextSampleAt) return { kind: "wait", at: this.nextSampleAt };
+    this.sampling = ++this.ids;
+    return { kind: "sample", id: this.sampling };
   }
 };
 
@@ -544,6 +659,21 @@ var Signaling = class {
     }
     return resp.status;
   }
+  /**
+   * The liveness probe (liveness.ts): `GET` on the Location with its own short deadline; the
+   * status (the body is not read). No answer in `timeoutMs`, or none at all → `network`.
+   */
+  async probe(location, timeoutMs) {
+    const resp = await this.send(
+      "GET (probe)",
+      location,
+      { method: "GET", headers: this.headers(), cache: "no-store" },
+      timeoutMs
+    );
+    resp.body?.cancel().catch(() => {
+    });
+    return resp.status;
+  }
   /** The server's view of the session (`GET` on the Location), as parsed JSON. */
   async session(location) {
     const resp = await this.send("GET", location, { method: "GET", headers: this.headers() });
@@ -558,10 +688,26 @@ function retryAfterOf(resp) {
 
 // src/stats.ts
 var num = (v) => typeof v === "number" && Number.isFinite(v) ? v : 0;
-function summarise(report) {
+function statsOf(report) {
   const all = [];
   const values = typeof report.values === "function" ? report.values() : report;
   for (const r of values) all.push(r);
+  return all;
+}
+function receivedTotal(report) {
+  const all = statsOf(report);
+  const counter = (r) => {
+    if (!r) return null;
+    if (typeof r.bytesReceived === "number") return r.bytesReceived;
+    if (typeof r.packetsReceived === "number") return r.packetsReceived;
+    return null;
+  };
+  const transport = all.find((r) => r.type === "transport" && typeof r.selectedCandidatePairId === "string");
+  const pair = transport ? all.find((r) => r.id === transport.selectedCandidatePairId) : all.find((r) => r.type === "candidate-pair" && r.nominated === true && r.state === "succeeded");
+  return counter(pair) ?? counter(transport ?? all.find((r) => r.type === "transport"));
+}
+function summarise(report) {
+  const all = statsOf(report);
   const byId = new Map(all.map((r) => [r.id, r]));
   const s = {
     packetsSent: 0,
@@ -631,6 +777,12 @@ var Call = class extends Emitter {
     super();
     this.p = p;
     this.sm = new CallStateMachine();
+    this.liveTimer = null;
+    /**
+     * An ICE restart's answer applied while ICE still says connected: `reconnecting` until the
+     * watchdog sees traffic, since no ICE event may come to say the new path works.
+     */
+    this.awaitingTraffic = false;
     this.refresh = new RefreshSchedule();
     this.detach = () => {
     };
@@ -650,6 +802,7 @@ var Call = class extends Emitter {
     /** What `send()` got while resuming: sent on the new data channel once it is open. */
     this.queued = [];
     this.flow = new Continuity(p.reconnect);
+    this.live = new Liveness(p.liveness ?? {});
     this.remoteStream = new MediaStream();
     this.pc = p.pc;
     this.channel = p.channel;
@@ -898,6 +1051,7 @@ var Call = class extends Emitter {
     if (this.flow.resuming) return;
     if (isUp(ice)) {
       if (this.sm.state === "connecting" && this.channel.readyState !== "open") return;
+      this.awaitingTraffic = false;
       if (this.sm.to("connected")) this.emit("state", "connected");
     } else if ((ice === "disconnected" || ice === "failed") && this.sm.state === "connecting") {
       if (ice === "failed") this.finish("failed");
@@ -932,11 +1086,66 @@ var Call = class extends Emitter {
     if (d.kind === "wait") {
       this.timer = setTimeout(() => this.step(), Math.max(0, d.at - Date.now()));
     } else if (d.kind === "restart" || d.kind === "resume") {
+      this.awaitingTraffic = false;
       if (this.sm.to("reconnecting")) this.emit("state", "reconnecting");
       void (d.kind === "restart" ? this.restart() : this.resume());
     } else if (d.kind === "end") {
       this.finish(d.reason);
+      return;
     }
+    this.watch();
+  }
+  /**
+   * Acts on Liveness at the current time: active while connected and not recovering, it
+   * samples the received total, probes the session when it stands still, and hands what the
+   * probe found to Continuity.
+   */
+  watch() {
+    if (this.liveTimer) clearTimeout(this.liveTimer);
+    this.liveTimer = null;
+    if (this.aborted()) return;
+    const now = Date.now();
+    const watching = this.sm.state === "connected" || this.sm.state === "reconnecting" && this.awaitingTraffic;
+    this.live.setActive(now, watching && !this.flow.recovering);
+    for (; ; ) {
+      const s = this.live.poll(now);
+      if (s.kind === "sample") void this.sample(s.id);
+      else if (s.kind === "probe") void this.probe(s.id);
+      else if (s.kind === "silent") {
+        this.flow.onSilentPath(now, s.why);
+        if (this.flow.resuming) this.pathLostAt ?? (this.pathLostAt = s.since);
+        this.step();
+        return;
+      } else {
+        if (s.kind === "wait") {
+          this.liveTimer = setTimeout(() => this.watch(), Math.max(0, s.at - Date.now()));
+        }
+        return;
+      }
+    }
+  }
+  async sample(id) {
+    let total = null;
+    try {
+      total = receivedTotal(await this.pc.getStats());
+    } catch {
+    }
+    this.live.onSample(Date.now(), id, total);
+    if (this.awaitingTraffic && this.live.traffic && !this.flow.recovering && this.sm.to("connected")) {
+      this.awaitingTraffic = false;
+      this.emit("state", "connected");
+    }
+    this.watch();
+  }
+  async probe(id) {
+    let result;
+    try {
+      result = probeResultOf(await this.p.signaling.probe(this.location, this.live.options.probeTimeoutMs));
+    } catch (e) {
+      result = probeResultOf(e);
+    }
+    this.live.onProbeDone(Date.now(), id, result);
+    this.watch();
   }
   async restart() {
     const pc = this.pc;
@@ -962,7 +1171,13 @@ var Call = class extends Emitter {
     if (fresh && fresh !== before) this.noteCredential(fresh);
     this.flow.onRestartDone(Date.now(), outcome);
     const ice = pc.iceConnectionState;
-    if (isUp(ice)) this.flow.onIceState(Date.now(), ice);
+    if (isUp(ice)) {
+      this.flow.onIceState(Date.now(), ice);
+      if (!this.flow.recovering && this.sm.state === "reconnecting") {
+        if (this.live.enabled) this.awaitingTraffic = true;
+        else if (this.sm.to("connected")) this.emit("state", "connected");
+      }
+    }
     this.step();
   }
   /**
@@ -1017,6 +1232,7 @@ var Call = class extends Emitter {
       const gapMs = Math.max(0, now - (this.gapFrom ?? now));
       this.gapFrom = null;
       this.pathLostAt = null;
+      this.awaitingTraffic = false;
       const moved = this.sm.to("connected");
       for (const text of this.queued.splice(0)) {
         try {
@@ -1074,6 +1290,8 @@ var Call = class extends Emitter {
     this.refresh.stop();
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.liveTimer) clearTimeout(this.liveTimer);
+    this.liveTimer = null;
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.refreshTimer = null;
     for (const u of this.unhook.splice(0)) u();
@@ -1122,6 +1340,7 @@ async function connect(url, opts = {}) {
       requestTimeoutMs: opts.requestTimeoutMs
     }),
     reconnect: opts.reconnect,
+    liveness: opts.liveness,
     answerTransform: opts.answerTransform,
     gatherTimeoutMs: opts.gatherTimeoutMs ?? 1500
   });
@@ -1132,9 +1351,11 @@ export {
   Call,
   CallStateMachine,
   Continuity,
+  DEFAULT_LIVENESS,
   DEFAULT_MIC,
   DEFAULT_RECONNECT,
   DEFAULT_RESUME_TTL_SECS,
+  Liveness,
   ReconnectPolicy,
   RefreshSchedule,
   Signaling,
@@ -1146,6 +1367,8 @@ export {
   parseLinkIceServers,
   parseResumeHeaders,
   parseRetryAfter,
+  probeResultOf,
+  receivedTotal,
   refreshIntervalMs,
   restartResultOf,
   resumeResultOf,

@@ -1,8 +1,9 @@
 // One call: its current RTCPeerConnection to a transceiver, its data channel, and the recovery
 // loop. Owns the PeerConnection (replaced on a resume), the timers and the Location; decisions
-// come from CallStateMachine (which states), Continuity (restart ICE, resume, or end) and
-// RefreshSchedule (when to renew the resume credential); HTTP goes through Signaling, which
-// keeps the credential.
+// come from CallStateMachine (which states), Continuity (restart ICE, resume, or end),
+// Liveness (when to read the received total and probe the session: a dead transceiver is
+// noticed in ~1.2 s, not at ICE's `disconnected` plus the grace) and RefreshSchedule (when to
+// renew the resume credential); HTTP goes through Signaling, which keeps the credential.
 //
 // Server-side ends reach the app at once: the transceiver sends
 // `{"type":"session.ended","reason":...}` on the data channel before it closes DTLS, and the
@@ -20,9 +21,10 @@ import { VoxgateError } from "./errors";
 import { CallStateMachine, type CallState, type EndReason } from "./state";
 import type { ReconnectOptions } from "./reconnect";
 import { Continuity, restartResultOf, resumeResultOf, type RestartResult, type ResumeResult } from "./continuity";
+import { Liveness, probeResultOf, type LivenessOptions, type ProbeResult } from "./liveness";
 import { RefreshSchedule } from "./refresh";
 import { Signaling, sessionIdOf, type ResumeCredential } from "./signaling";
-import { summarise, type CallStats } from "./stats";
+import { receivedTotal, summarise, type CallStats } from "./stats";
 
 export type CallEvents = {
   state: [CallState];
@@ -57,6 +59,8 @@ export interface CallParts {
   signaling: Signaling;
   micStream: MediaStream | null;
   reconnect?: Partial<ReconnectOptions>;
+  /** The liveness watchdog's settings (liveness.ts); `false` turns it off. */
+  liveness?: Partial<LivenessOptions> | false;
   /** Test hook: rewrites each answer before it is applied. */
   answerTransform?: (sdp: string) => string;
   /** How long to wait for ICE gathering before sending what is gathered. */
@@ -82,6 +86,13 @@ export class Call extends Emitter<CallEvents> {
   readonly remoteStream: MediaStream;
   private readonly sm = new CallStateMachine();
   private readonly flow: Continuity;
+  private readonly live: Liveness;
+  private liveTimer: ReturnType<typeof setTimeout> | null = null;
+  /**
+   * An ICE restart's answer applied while ICE still says connected: `reconnecting` until the
+   * watchdog sees traffic, since no ICE event may come to say the new path works.
+   */
+  private awaitingTraffic = false;
   private readonly refresh = new RefreshSchedule();
   private pc: RTCPeerConnection;
   private channel: RTCDataChannel;
@@ -105,6 +116,7 @@ export class Call extends Emitter<CallEvents> {
   constructor(private readonly p: CallParts) {
     super();
     this.flow = new Continuity(p.reconnect);
+    this.live = new Liveness(p.liveness ?? {});
     this.remoteStream = new MediaStream();
     this.pc = p.pc;
     this.channel = p.channel;
@@ -379,6 +391,7 @@ export class Call extends Emitter<CallEvents> {
       // ICE): it carries the server's end of the call, and `send()` right after `connect()`
       // must work.
       if (this.sm.state === "connecting" && this.channel.readyState !== "open") return;
+      this.awaitingTraffic = false;
       if (this.sm.to("connected")) this.emit("state", "connected");
     } else if ((ice === "disconnected" || ice === "failed") && this.sm.state === "connecting") {
       if (ice === "failed") this.finish("failed");
@@ -415,11 +428,71 @@ export class Call extends Emitter<CallEvents> {
     if (d.kind === "wait") {
       this.timer = setTimeout(() => this.step(), Math.max(0, d.at - Date.now()));
     } else if (d.kind === "restart" || d.kind === "resume") {
+      this.awaitingTraffic = false;
       if (this.sm.to("reconnecting")) this.emit("state", "reconnecting");
       void (d.kind === "restart" ? this.restart() : this.resume());
     } else if (d.kind === "end") {
       this.finish(d.reason);
+      return;
     }
+    this.watch();
+  }
+
+  /**
+   * Acts on Liveness at the current time: active while connected and not recovering, it
+   * samples the received total, probes the session when it stands still, and hands what the
+   * probe found to Continuity.
+   */
+  private watch(): void {
+    if (this.liveTimer) clearTimeout(this.liveTimer);
+    this.liveTimer = null;
+    if (this.aborted()) return;
+    const now = Date.now();
+    const watching = this.sm.state === "connected" || (this.sm.state === "reconnecting" && this.awaitingTraffic);
+    this.live.setActive(now, watching && !this.flow.recovering);
+    for (;;) {
+      const s = this.live.poll(now);
+      if (s.kind === "sample") void this.sample(s.id);
+      else if (s.kind === "probe") void this.probe(s.id);
+      else if (s.kind === "silent") {
+        this.flow.onSilentPath(now, s.why);
+        // The gap the caller hears began with the silence, not with what is done about it.
+        if (this.flow.resuming) this.pathLostAt ??= s.since;
+        this.step();
+        return;
+      } else {
+        if (s.kind === "wait") {
+          this.liveTimer = setTimeout(() => this.watch(), Math.max(0, s.at - Date.now()));
+        }
+        return;
+      }
+    }
+  }
+
+  private async sample(id: number): Promise<void> {
+    let total: number | null = null;
+    try {
+      total = receivedTotal((await this.pc.getStats()) as unknown as { values(): Iterable<never> });
+    } catch {
+      // No report: no evidence of silence either.
+    }
+    this.live.onSample(Date.now(), id, total);
+    if (this.awaitingTraffic && this.live.traffic && !this.flow.recovering && this.sm.to("connected")) {
+      this.awaitingTraffic = false;
+      this.emit("state", "connected");
+    }
+    this.watch();
+  }
+
+  private async probe(id: number): Promise<void> {
+    let result: ProbeResult;
+    try {
+      result = probeResultOf(await this.p.signaling.probe(this.location, this.live.options.probeTimeoutMs));
+    } catch (e) {
+      result = probeResultOf(e);
+    }
+    this.live.onProbeDone(Date.now(), id, result);
+    this.watch();
   }
 
   private async restart(): Promise<void> {
@@ -448,7 +521,15 @@ export class Call extends Emitter<CallEvents> {
     if (fresh && fresh !== before) this.noteCredential(fresh);
     this.flow.onRestartDone(Date.now(), outcome);
     const ice = pc.iceConnectionState;
-    if (isUp(ice)) this.flow.onIceState(Date.now(), ice);
+    if (isUp(ice)) {
+      this.flow.onIceState(Date.now(), ice);
+      // ICE never went down (a restart on a network change or a silent path): no state event
+      // may say the new path works; traffic does (or, without the watchdog, the answer).
+      if (!this.flow.recovering && this.sm.state === "reconnecting") {
+        if (this.live.enabled) this.awaitingTraffic = true;
+        else if (this.sm.to("connected")) this.emit("state", "connected");
+      }
+    }
     this.step();
   }
 
@@ -506,6 +587,7 @@ export class Call extends Emitter<CallEvents> {
       const gapMs = Math.max(0, now - (this.gapFrom ?? now));
       this.gapFrom = null;
       this.pathLostAt = null;
+      this.awaitingTraffic = false;
       const moved = this.sm.to("connected");
       // Held messages first: an app answering `connected` sends after them, in order.
       for (const text of this.queued.splice(0)) {
@@ -569,6 +651,8 @@ export class Call extends Emitter<CallEvents> {
     this.refresh.stop();
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.liveTimer) clearTimeout(this.liveTimer);
+    this.liveTimer = null;
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.refreshTimer = null;
     for (const u of this.unhook.splice(0)) u();

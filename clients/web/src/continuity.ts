@@ -9,6 +9,10 @@
 // - A PATCH that does not reach the server (network error) → resume at once; one answered 5xx
 //   counts as a failed attempt, and once the attempts are used up after it → resume.
 // - Attempts used up otherwise (answers applied, ICE never came back) → end `lost`.
+// - Nothing arrived for a while (liveness.ts) and a GET of the session says: `gone` (404) →
+//   resume at once, as after a PATCH 404; `unreachable` → resume at once (without a credential:
+//   nothing, ICE decides, since one failed GET is no reason to end a call); `alive` → restart
+//   ICE at once, without the disconnect grace.
 // - `session.migrate` (the transceiver drains) → resume at once; `session.ended` with reason
 //   `shutdown` → resume at once instead of ending; any other `session.ended` → end with it.
 // - During a resume, ICE events and the old session's own end are ignored (the old session is
@@ -21,6 +25,7 @@
 //   (`lost`, or the server's `shutdown`); a `session.migrate` is ignored.
 
 import { VoxgateError } from "./errors";
+import type { SilentPath } from "./liveness";
 import { DEFAULT_RECONNECT, ReconnectPolicy, type IceState, type ReconnectOptions } from "./reconnect";
 import type { EndReason } from "./state";
 
@@ -92,6 +97,10 @@ export class Continuity {
   get resuming(): boolean {
     return this.mode === "resume";
   }
+  /** Whether the call is recovering: an ICE restart wanted or under way, or a resume. */
+  get recovering(): boolean {
+    return this.mode === "resume" || (this.mode === "ice" && this.ice.recovering);
+  }
   /** ICE restarts tried in the current outage. */
   get restartAttempts(): number {
     return this.ice.attempts;
@@ -117,6 +126,14 @@ export class Continuity {
       return;
     }
     this.ice.onRestartDone(now, result === "ok" ? "ok" : "error");
+  }
+
+  /** Nothing arrived for `livenessMs`, and the probe of the session said `why`. */
+  onSilentPath(now: number, why: SilentPath): void {
+    if (this.mode !== "ice") return;
+    if (why === "alive") this.ice.restartNow(now);
+    else if (why === "gone") this.startResume(now, "lost");
+    else this.startResume(now, null);
   }
 
   /** The transceiver asked the call to move (`session.migrate`). */

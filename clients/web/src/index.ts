@@ -1,9 +1,11 @@
 // @voxgate/client: a browser client for voxgate. `connect()` gets the microphone (unless given a
 // stream), opens a WebRTC call to the transceiver with WHIP-shaped signaling, and resolves once
 // the call is connected. The Call recovers from network changes with ICE restarts, and from a
-// lost, drained or shut-down transceiver by resuming on a new session (docs/continuity.md).
+// lost, drained or shut-down transceiver by resuming on a new session (docs/continuity.md); a
+// connection that stops receiving is noticed by the liveness watchdog (src/liveness.ts).
 
 import { Call } from "./call";
+import type { LivenessOptions } from "./liveness";
 import { micConstraints } from "./mic";
 import type { ReconnectOptions } from "./reconnect";
 import { Signaling, type Fetch } from "./signaling";
@@ -18,6 +20,15 @@ export {
   type Step,
 } from "./continuity";
 export { VoxgateError, type ErrorCode } from "./errors";
+export {
+  DEFAULT_LIVENESS,
+  Liveness,
+  probeResultOf,
+  type LivenessOptions,
+  type LivenessStep,
+  type ProbeResult,
+  type SilentPath,
+} from "./liveness";
 export { DEFAULT_MIC, micConstraints } from "./mic";
 export { DEFAULT_RECONNECT, ReconnectPolicy, type ReconnectOptions, type Decision } from "./reconnect";
 export { DEFAULT_RESUME_TTL_SECS, RefreshSchedule, refreshIntervalMs } from "./refresh";
@@ -34,7 +45,7 @@ export {
   type ResumeCredential,
 } from "./signaling";
 export { CallStateMachine, type CallState, type EndReason } from "./state";
-export { summarise, type CallStats, type UplinkReport } from "./stats";
+export { receivedTotal, summarise, type CallStats, type UplinkReport } from "./stats";
 
 export interface ConnectOptions {
   /** Bearer token for signaling. */
@@ -48,6 +59,14 @@ export interface ConnectOptions {
   /** ICE servers before the answer names any (the transceiver is ICE-lite; rarely needed). */
   iceServers?: RTCIceServer[];
   reconnect?: Partial<ReconnectOptions>;
+  /**
+   * The liveness watchdog: while connected the call reads what it has received every
+   * `livenessPollMs` (200); when nothing arrived for `livenessMs` (1200) it probes the session
+   * (`GET`, `probeTimeoutMs` 800) and resumes (404, no answer) or restarts ICE (200) at once,
+   * rather than waiting for ICE to report `disconnected`. `false` turns it off (a server that
+   * may send nothing for longer than `livenessMs`: voxgate sends RTCP every second).
+   */
+  liveness?: Partial<LivenessOptions> | false;
   connectTimeoutMs?: number;
   gatherTimeoutMs?: number;
   /** How long a PATCH, GET, DELETE or credential refresh may wait for its answer (5000 ms). */
@@ -84,6 +103,7 @@ export async function connect(url: string, opts: ConnectOptions = {}): Promise<C
       requestTimeoutMs: opts.requestTimeoutMs,
     }),
     reconnect: opts.reconnect,
+    liveness: opts.liveness,
     answerTransform: opts.answerTransform,
     gatherTimeoutMs: opts.gatherTimeoutMs ?? 1500,
   });

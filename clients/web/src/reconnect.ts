@@ -2,8 +2,10 @@
 // decisions are unit-tested with a fake clock. The call owns the timers and the PeerConnection.
 //
 // Triggers: ICE `failed` (at once), ICE `disconnected` that lasts `disconnectGraceMs` (Chromium
-// reports it after ~2.5 s without packets, and a short blip often recovers by itself), and a
-// network change the browser reports (`online`, `navigator.connection` change) while connected.
+// reports it after ~2.5 s without packets, and a short blip often recovers by itself), a
+// network change the browser reports (`online`, `navigator.connection` change) while connected,
+// and a path known broken before ICE says so (`restartNow`: the liveness probe found the session
+// alive while nothing arrives, liveness.ts).
 // Attempts are bounded (`maxAttempts` per outage) with exponential backoff; a `not_found`
 // answer (the transceiver no longer knows the session) gives up at once. What follows giving up
 // (a resume on a new session, or the end) is Continuity's decision (continuity.ts).
@@ -77,6 +79,11 @@ export class ReconnectPolicy {
 
   /** The browser says the network changed (a new interface, `online`). */
   onNetworkChange(now: number): void {
+    this.restartNow(now);
+  }
+
+  /** The path is broken, whatever ICE says yet: restart at once, without the grace. */
+  restartNow(now: number): void {
     this.want(now);
   }
 

@@ -312,6 +312,21 @@ export class Signaling {
     return resp.status;
   }
 
+  /**
+   * The liveness probe (liveness.ts): `GET` on the Location with its own short deadline; the
+   * status (the body is not read). No answer in `timeoutMs`, or none at all → `network`.
+   */
+  async probe(location: string, timeoutMs: number): Promise<number> {
+    const resp = await this.send(
+      "GET (probe)",
+      location,
+      { method: "GET", headers: this.headers(), cache: "no-store" },
+      timeoutMs,
+    );
+    resp.body?.cancel().catch(() => {});
+    return resp.status;
+  }
+
   /** The server's view of the session (`GET` on the Location), as parsed JSON. */
   async session(location: string): Promise<unknown> {
     const resp = await this.send("GET", location, { method: "GET", headers: this.headers() });

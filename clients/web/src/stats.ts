@@ -1,6 +1,7 @@
 // Summarises an RTCStatsReport into what an app shows or logs: audio both ways, the selected
 // candidate pair's RTT, jitter and loss, and what the server's receiver reports say of the
-// microphone's audio. Pure: takes any iterable of stats dictionaries.
+// microphone's audio; and reads the received total the liveness watchdog watches
+// (`receivedTotal`). Pure: takes any iterable of stats dictionaries.
 
 export interface CallStats {
   packetsSent: number;
@@ -42,12 +43,37 @@ const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v)
 /** A browser's `RTCStatsReport` (maplike: iterating it yields `[id, stat]` pairs) or a Map. */
 type MapLike = { values(): Iterable<Stat> };
 
-export function summarise(report: Iterable<Stat> | MapLike): CallStats {
+function statsOf(report: Iterable<Stat> | MapLike): Stat[] {
   const all: Stat[] = [];
   // An RTCStatsReport is not `instanceof Map`, and iterating it yields entries, not stats: take
   // its values() whenever it has them (an array's values() are its items, too).
   const values = typeof (report as MapLike).values === "function" ? (report as MapLike).values() : (report as Iterable<Stat>);
   for (const r of values) all.push(r);
+  return all;
+}
+
+/**
+ * What the connection has received so far, for the liveness watchdog: the selected candidate
+ * pair's `bytesReceived` (or `packetsReceived`), else the transport's. These count data only
+ * (SRTP, SRTCP, DTLS, SCTP), never ICE checks. Null when the report has neither.
+ */
+export function receivedTotal(report: Iterable<Stat> | MapLike): number | null {
+  const all = statsOf(report);
+  const counter = (r: Stat | undefined): number | null => {
+    if (!r) return null;
+    if (typeof r.bytesReceived === "number") return r.bytesReceived;
+    if (typeof r.packetsReceived === "number") return r.packetsReceived;
+    return null;
+  };
+  const transport = all.find((r) => r.type === "transport" && typeof r.selectedCandidatePairId === "string");
+  const pair = transport
+    ? all.find((r) => r.id === transport.selectedCandidatePairId)
+    : all.find((r) => r.type === "candidate-pair" && r.nominated === true && r.state === "succeeded");
+  return counter(pair) ?? counter(transport ?? all.find((r) => r.type === "transport"));
+}
+
+export function summarise(report: Iterable<Stat> | MapLike): CallStats {
+  const all = statsOf(report);
   const byId = new Map(all.map((r) => [r.id, r]));
   const s: CallStats = {
     packetsSent: 0,

@@ -1,9 +1,10 @@
 // The Call's resume path against fake WebRTC objects (no browser): the swap of connections, the
 // same remoteStream, messages held while resuming, hang-up during a resume, the credential
-// refresh on its timer. Headless Chromium runs the real thing (transceiver/tests/web_continuity.rs).
+// refresh on its timer, the liveness watchdog's probe of a silent connection. Headless Chromium runs the real thing (transceiver/tests/web_continuity.rs).
 
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { Call, type Peer, type Resumed } from "../src/call";
+import type { LivenessOptions } from "../src/liveness";
 import { Signaling } from "../src/signaling";
 import type { CallState, EndReason } from "../src/state";
 
@@ -56,6 +57,8 @@ class FakePc extends EventTarget {
   localDescription: { type: string; sdp: string } | null = null;
   remoteSdp: string | null = null;
   closed = false;
+  /** What the connection has received (a transport stat in getStats), or null: no counter. */
+  received: (() => number) | null = null;
   private config: RTCConfiguration = { iceServers: [] };
   constructor(
     readonly name: string,
@@ -101,7 +104,10 @@ class FakePc extends EventTarget {
     this.dispatchEvent(new Event("iceconnectionstatechange"));
   }
   async getStats() {
-    const stats = [{ id: "o", type: "outbound-rtp", kind: "audio", packetsSent: this.name === "pc1" ? 500 : 7 }];
+    const stats: Array<Record<string, unknown>> = [
+      { id: "o", type: "outbound-rtp", kind: "audio", packetsSent: this.name === "pc1" ? 500 : 7 },
+    ];
+    if (this.received) stats.push({ id: "T", type: "transport", bytesReceived: this.received() });
     return { values: () => stats.values() };
   }
   close() {
@@ -131,7 +137,11 @@ function scripted(answers: Array<Answer | (() => Promise<Answer>)>) {
     seen.push({ url, method: String(init.method), auth: headers["Authorization"], body: init.body });
     const next = answers.shift();
     if (!next) throw new TypeError("no more answers");
-    const [status, body, h] = typeof next === "function" ? await next() : next;
+    // As a browser's fetch: an aborted request rejects, whatever the server does.
+    const aborted = new Promise<never>((_, reject) =>
+      init.signal?.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))),
+    );
+    const [status, body, h] = typeof next === "function" ? await Promise.race([next(), aborted]) : next;
     return new Response(status === 204 ? null : body, { status, headers: h ?? {} });
   };
   return { fetch, seen };
@@ -149,7 +159,7 @@ const created = (id: string, credential: string): Answer => [
   { Location: `/v1/sessions/${id}`, "X-Voxgate-Resume": credential, "X-Voxgate-Resume-Ttl": "120" },
 ];
 
-function rig(answers: Array<Answer | (() => Promise<Answer>)>) {
+function rig(answers: Array<Answer | (() => Promise<Answer>)>, liveness?: Partial<LivenessOptions> | false) {
   const f = scripted(answers);
   const peers: FakePc[] = [];
   const make = (): Peer => {
@@ -165,6 +175,7 @@ function rig(answers: Array<Answer | (() => Promise<Answer>)>) {
     signaling: new Signaling({ token: "tok", fetch: f.fetch }),
     micStream: new FakeStream() as unknown as MediaStream,
     reconnect: { backoffMs: 10, maxBackoffMs: 20 },
+    liveness,
     gatherTimeoutMs: 10,
   });
   const states: CallState[] = [];
@@ -176,9 +187,9 @@ function rig(answers: Array<Answer | (() => Promise<Answer>)>) {
   return { call, f, peers, states, resumed, ended };
 }
 
-/** Lets promises and zero-delay timers run until `done()` holds. */
-async function until(done: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200 && !done(); i++) await new Promise((r) => setTimeout(r, 1));
+/** Lets promises and timers run until `done()` holds (within about `ms`). */
+async function until(done: () => boolean, what: string, ms = 200): Promise<void> {
+  for (let i = 0; i < ms && !done(); i++) await new Promise((r) => setTimeout(r, 1));
   if (!done()) throw new Error(`timed out waiting for ${what}`);
 }
 
@@ -324,5 +335,95 @@ describe("Call credential refresh", () => {
     expect(r.f.seen[4]).toMatchObject({ method: "DELETE", auth: `Bearer ${cred(1)}y` });
     await vi.advanceTimersByTimeAsync(120_000);
     expect(r.f.seen).toHaveLength(5);
+  });
+});
+
+describe("Call liveness", () => {
+  const fast = { livenessPollMs: 10, livenessMs: 60, probeTimeoutMs: 50 };
+  /** A counter that grows while `alive()` holds. */
+  const traffic = (alive: () => boolean) => {
+    let n = 0;
+    return () => (alive() ? ++n : n);
+  };
+
+  it("a connection gone silent is probed; 404 resumes at once, before ICE says anything", async () => {
+    let dead = false;
+    const r = rig([created("s1", cred(1)), [404, "no such session"], created("s2", cred(2))], fast);
+    r.peers[0].received = traffic(() => !dead);
+    await r.call.start("http://lb", 1000);
+    await new Promise((res) => setTimeout(res, 100));
+    expect(r.f.seen).toHaveLength(1); // traffic: no probe
+
+    dead = true;
+    const diedAt = Date.now();
+    await until(() => r.resumed.length === 1, "resumed", 2000);
+    expect(r.f.seen.map((x) => `${x.method} ${x.url}`)).toEqual([
+      "POST http://lb/v1/sessions",
+      "GET http://lb/v1/sessions/s1",
+      "POST http://lb/v1/sessions",
+    ]);
+    expect(r.f.seen[1].auth).toBe(`Bearer ${cred(1)}`);
+    expect(r.peers[0].iceConnectionState).toBe("closed"); // never disconnected: closed by the swap
+    expect(r.states).toEqual(["connected", "reconnecting", "connected"]);
+    // The gap counts from the last traffic seen, not from the probe's answer.
+    expect(r.resumed[0].gapMs).toBeGreaterThanOrEqual(Date.now() - diedAt - 30);
+  });
+
+  it("a probe that gets no answer resumes too", async () => {
+    let dead = false;
+    const hang = () => new Promise<Answer>(() => {});
+    const r = rig([created("s1", cred(1)), hang, created("s2", cred(2))], fast);
+    r.peers[0].received = traffic(() => !dead);
+    await r.call.start("http://lb", 1000);
+    dead = true;
+    await until(() => r.resumed.length === 1, "resumed", 2000);
+    expect(r.f.seen.map((x) => x.method)).toEqual(["POST", "GET", "POST"]);
+  });
+
+  it("200 (the session lives, our path does not) restarts ICE at once; reconnecting until traffic comes again", async () => {
+    let dead = false;
+    const r = rig(
+      [created("s1", cred(1)), [200, "{}"], [200, "answer 2", { "X-Voxgate-Resume": cred(1) }]],
+      fast,
+    );
+    r.peers[0].received = traffic(() => !dead);
+    await r.call.start("http://lb", 1000);
+    r.peers[0].connects = false; // ICE stays `connected` throughout: no state event comes
+    dead = true;
+    await until(() => r.f.seen.length === 3, "the PATCH", 2000);
+    expect(r.f.seen.map((x) => `${x.method} ${x.url}`)).toEqual([
+      "POST http://lb/v1/sessions",
+      "GET http://lb/v1/sessions/s1",
+      "PATCH http://lb/v1/sessions/s1",
+    ]);
+    expect(r.f.seen[2].body).toBe("offer of pc1 (restart)");
+    await until(() => r.peers[0].remoteSdp === "answer 2", "the answer applied", 2000);
+    await new Promise((res) => setTimeout(res, 30));
+    expect(r.call.state).toBe("reconnecting"); // the answer is in, but nothing arrives yet
+    dead = false; // the new path carries media
+    await until(() => r.call.state === "connected", "connected again", 2000);
+    await new Promise((res) => setTimeout(res, 200));
+    expect(r.f.seen).toHaveLength(3);
+    expect(r.states).toEqual(["connected", "reconnecting", "connected"]);
+    expect(r.resumed).toEqual([]);
+    expect(r.ended).toEqual([]);
+  });
+
+  it("liveness: false never probes, however silent", async () => {
+    const r = rig([created("s1", cred(1))], false);
+    r.peers[0].received = () => 5;
+    await r.call.start("http://lb", 1000);
+    await new Promise((res) => setTimeout(res, 300));
+    expect(r.f.seen).toHaveLength(1);
+    expect(r.call.state).toBe("connected");
+  });
+
+  it("hangup stops the watchdog", async () => {
+    const r = rig([created("s1", cred(1)), [204, ""]], fast);
+    r.peers[0].received = () => 5;
+    await r.call.start("http://lb", 1000);
+    await r.call.hangup();
+    await new Promise((res) => setTimeout(res, 300));
+    expect(r.f.seen.map((x) => x.method)).toEqual(["POST", "DELETE"]);
   });
 });

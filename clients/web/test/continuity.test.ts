@@ -141,6 +141,44 @@ describe("Continuity", () => {
   });
 });
 
+describe("Continuity on a silent path (liveness.ts)", () => {
+  it("gone or unreachable resumes at once; alive restarts ICE at once, without the grace", () => {
+    for (const why of ["gone", "unreachable"] as const) {
+      const c = withCredential();
+      c.onIceState(0, "connected");
+      c.onSilentPath(1200, why);
+      expect(c.poll(1200)).toEqual({ kind: "resume", attempt: 1 });
+      expect(c.recovering).toBe(true);
+    }
+    const c = withCredential();
+    c.onIceState(0, "connected");
+    expect(c.recovering).toBe(false);
+    c.onIceState(500, "disconnected"); // within the grace: no restart yet
+    expect(c.poll(600)).toEqual({ kind: "wait", at: 1500 });
+    c.onSilentPath(1200, "alive");
+    expect(c.poll(1200)).toEqual({ kind: "restart", attempt: 1 });
+    expect(c.recovering).toBe(true);
+  });
+
+  it("without a credential: gone ends the call lost, unreachable leaves it to ICE", () => {
+    const gone = new Continuity(opts);
+    gone.onSilentPath(1200, "gone");
+    expect(gone.poll(1200)).toEqual({ kind: "end", reason: "lost" });
+    const unreachable = new Continuity(opts);
+    unreachable.onSilentPath(1200, "unreachable");
+    expect(unreachable.poll(1200)).toEqual({ kind: "none" });
+  });
+
+  it("during a resume a silent path changes nothing", () => {
+    const c = withCredential();
+    c.onMigrate(0);
+    expect(c.poll(0)).toEqual({ kind: "resume", attempt: 1 });
+    c.onSilentPath(10, "alive");
+    expect(c.poll(10)).toEqual({ kind: "none" });
+    expect(c.resumeAttempts).toBe(1);
+  });
+});
+
 describe("outcome mapping", () => {
   it("PATCH failures: 404 not_found, network unreachable, 5xx server_error, else error", () => {
     expect(restartResultOf(new VoxgateError("not_found", "", 404))).toBe("not_found");

@@ -25,6 +25,14 @@ describe("ReconnectPolicy", () => {
     expect(p.poll(5000)).toEqual({ kind: "none" });
   });
 
+  it("restartNow (a silent path) restarts at once, even inside a disconnect's grace", () => {
+    const p = new ReconnectPolicy(opts);
+    p.onIceState(0, "connected");
+    p.onIceState(100, "disconnected");
+    p.restartNow(300);
+    expect(p.poll(300)).toEqual({ kind: "restart", attempt: 1 });
+  });
+
   it("failed restarts at once", () => {
     const p = new ReconnectPolicy(opts);
     p.onIceState(0, "failed");

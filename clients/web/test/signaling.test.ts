@@ -320,6 +320,27 @@ describe("resume credential", () => {
     }
   });
 
+  it("probe: GET on the Location with the credential, its status; no answer in its own timeout → network", async () => {
+    const f = fakeFetch(201, "a", { Location: "/v1/sessions/s1", "X-Voxgate-Resume": cred(1) });
+    const s = new Signaling({ token: "tok", fetch: f.fetch });
+    const created = await s.create("http://h", "o");
+    expect(await s.probe(created.location, 800)).toBe(201); // the fake answers every request alike
+    expect(f.seen[1]).toMatchObject({ method: "GET", url: "http://h/v1/sessions/s1" });
+    expect(f.seen[1].headers["Authorization"]).toBe(`Bearer ${cred(1)}`);
+
+    const gone = new Signaling({ fetch: fakeFetch(404, "no such session").fetch });
+    expect(await gone.probe("http://h/v1/sessions/s1", 800)).toBe(404);
+
+    const hanging = (_url: string, init: RequestInit) =>
+      new Promise<Response>((_, reject) =>
+        init.signal?.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))),
+      );
+    const silent = new Signaling({ fetch: hanging, requestTimeoutMs: 60_000 });
+    const t0 = Date.now();
+    await expect(silent.probe("http://h/v1/sessions/s1", 20)).rejects.toMatchObject({ code: "network" });
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+
   it("a resume POST waits as long as its caller allows", async () => {
     const hanging = (url: string, init: RequestInit) =>
       init.headers && (init.headers as Record<string, string>)["Authorization"]?.startsWith("Bearer vr1.")

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { summarise } from "../src/stats";
+import { receivedTotal, summarise } from "../src/stats";
 import { micConstraints } from "../src/mic";
 
 describe("summarise", () => {
@@ -73,5 +73,24 @@ describe("micConstraints", () => {
       noiseSuppression: false,
       deviceId: "x",
     });
+  });
+});
+
+describe("receivedTotal", () => {
+  it("reads the selected pair's bytes, else its packets, else the transport's", () => {
+    const pair = { id: "P", type: "candidate-pair", bytesReceived: 900, packetsReceived: 9 };
+    const other = { id: "Q", type: "candidate-pair", bytesReceived: 5 };
+    const transport = { id: "T", type: "transport", selectedCandidatePairId: "P", bytesReceived: 1000 };
+    expect(receivedTotal([transport, other, pair])).toBe(900);
+    expect(receivedTotal([transport, { id: "P", type: "candidate-pair", packetsReceived: 9 }])).toBe(9);
+    expect(receivedTotal([transport])).toBe(1000);
+    expect(
+      receivedTotal([{ id: "N", type: "candidate-pair", nominated: true, state: "succeeded", bytesReceived: 42 }]),
+    ).toBe(42);
+  });
+
+  it("null when the report has no counter", () => {
+    expect(receivedTotal([{ id: "o", type: "outbound-rtp", kind: "audio", packetsSent: 3 }])).toBeNull();
+    expect(receivedTotal([])).toBeNull();
   });
 });

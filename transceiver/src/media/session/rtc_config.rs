@@ -1,8 +1,8 @@
 //! How str0m is configured for a session: an ICE-lite `Rtc` with the minted credentials,
-//! the process's DTLS configuration, Opus only, audio-only header extensions, and the session's
-//! advertised candidates.
+//! the process's DTLS configuration, Opus only, audio-only header extensions, RTCP reports every
+//! second, and the session's advertised candidates.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use str0m::config::DtlsCert;
 use str0m::net::TcpType;
@@ -32,6 +32,14 @@ pub fn new_rtc(
         // RTT, jitter and loss per direction for `media::quality`: str0m walks the session's
         // two streams every 5 s (nothing per packet).
         .set_stats_interval(Some(crate::media::quality::STATS_INTERVAL))
+        // RTCP sender and receiver reports every second (str0m's default for audio is 5 s): the
+        // transceiver sends no RTP while the backend is silent, and the browser client's
+        // liveness watchdog (clients/web/src/liveness.ts) takes 1.2 s without a packet as a sign
+        // the transceiver is gone, so a healthy session must send at least one a second. The
+        // RTT and loss behind `media::quality` are then at most a second old at each sample.
+        // Cost: one compound SRTCP packet (SR + RR, ~100 bytes) a second instead of every 5 s,
+        // beside 50 audio packets a second each way; the browser's own RTCP is its own.
+        .set_rtcp_report_interval_audio(Duration::from_secs(1))
         // Hold at most 3 packets (60 ms) behind a gap: a lost packet becomes a concealed
         // frame quickly instead of delaying the uplink by str0m's default 15 packets.
         .set_reordering_size_audio(3)
