@@ -24,6 +24,7 @@
 //! run (and the processes inside them), under an exclusive lock so two runs never share names.
 
 pub mod binaries;
+pub mod fleet_key;
 pub mod metrics_text;
 pub mod netns;
 pub mod process;

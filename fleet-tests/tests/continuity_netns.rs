@@ -137,7 +137,7 @@ fn one_chromium_call_survives_relay_address_backend_drain_and_transceiver_faults
     route_vip(&net, 0);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("continuity-netns");
     std::fs::create_dir_all(&dir).expect("log dir");
-    let key = write_key(&dir);
+    let key = voxgate_fleet_tests::fleet_key::write(&dir);
 
     let outcome = std::thread::scope(|s| {
         s.spawn(|| {
@@ -213,20 +213,6 @@ fn route_vip(net: &Network, relay: usize) {
         &["route", "replace", "default", "via", RELAY_IPS[relay]],
     )
     .expect("ip route replace default");
-}
-
-fn write_key(dir: &Path) -> PathBuf {
-    use std::io::Read;
-    use std::os::unix::fs::PermissionsExt;
-    let mut raw = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut raw))
-        .expect("urandom");
-    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    let path = dir.join("fleet.key");
-    std::fs::write(&path, hex + "\n").expect("write key");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    path
 }
 
 fn wall_ms() -> u64 {

@@ -183,21 +183,6 @@ fn log_dir() -> PathBuf {
     dir
 }
 
-/// A fresh random fleet key in a 0600 file, as a mounted secret would be.
-fn write_fleet_key(dir: &Path) -> PathBuf {
-    use std::io::Read;
-    use std::os::unix::fs::PermissionsExt;
-    let mut raw = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut raw))
-        .expect("urandom");
-    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    let path = dir.join("fleet.key");
-    std::fs::write(&path, hex + "\n").expect("write key");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    path
-}
-
 fn start_processes(net: &Network, dir: &Path, key: &Path) -> Processes {
     let redis_bin = which("redis-server").unwrap_or_else(|| {
         panic!("redis-server not found: scripts/setup installs it (apt-get install redis-server)")
@@ -542,7 +527,7 @@ fn sixty_sessions_survive_relay_failover_and_transceiver_drain() {
     let net = Network::create(&hosts()).unwrap_or_else(|e| panic!("{e}"));
     route_vip_per_client_group(&net);
     let dir = log_dir();
-    let key = write_fleet_key(&dir);
+    let key = voxgate_fleet_tests::fleet_key::write(&dir);
     let mut procs = start_processes(&net, &dir, &key);
 
     let outcome = std::thread::scope(|s| {
