@@ -153,8 +153,9 @@ async def test_lying_rtcp_is_bounded_and_counted_and_the_neighbour_keeps_its_pac
                 until = time.time()
                 stop.set()
                 await flooding
-                # A lie about the round trip needs a sender report of ours to answer (str0m
-                # sends one every 5 s) and then a stats round (every 5 s): wait for its count.
+                # A lie about the round trip needs a sender report of ours to answer (one a
+                # second, media/session/rtc_config.rs) and then a stats round (every 5 s): wait
+                # for its count.
                 deadline = time.monotonic() + 12
                 while time.monotonic() < deadline:
                     text = metrics(transceiver.signal_url)

@@ -78,10 +78,59 @@ pub(crate) fn calculate_rtt(ntp_time: Duration, delay: u32, last_report: u32) ->
     // Combine the final 2x16 bits together.
     let now = (now_secs as u32) << 16 | (now_fract >> 16);
 
-    let rtt = now.checked_sub(delay)?.checked_sub(last_report)?;
+    // voxgate patch 4: the middle 32 bits of NTP wrap every 65,536 s (about 18.2 hours), so the
+    // time since the report is taken modulo 2^32 (RFC 3550 §6.4.1); only a delay longer than
+    // that elapsed time (a negative round trip) reads as none.
+    let rtt = now.wrapping_sub(last_report).checked_sub(delay)?;
     let rtt_seconds = rtt >> 16;
     let rtt_fraction = (rtt & (u16::MAX as u32)) as f32 / (u16::MAX as u32) as f32;
 
     let nanos = (rtt_fraction * 1_000_000_000.0) as u32;
     Some(Duration::new(rtt_seconds as u64, nanos))
+}
+
+#[cfg(test)]
+mod calculate_rtt_tests {
+    use super::*;
+
+    /// 16.16 fixed point, as LSR and DLSR carry it.
+    fn fixed(secs: f64) -> u32 {
+        (secs * 65536.0) as u64 as u32
+    }
+
+    #[test]
+    fn the_rfc_example() {
+        // RFC 3550 §6.4.1: A = 46864.5 s, LSR = 46853.125 s, DLSR = 5.25 s: 6.125 s.
+        let now = Duration::from_secs_f64(0xb44d_0000u64 as f64 + 46864.5);
+        let rtt = calculate_rtt(now, fixed(5.25), fixed(46853.125)).unwrap();
+        assert!((rtt.as_secs_f64() - 6.125).abs() < 0.001, "{rtt:?}");
+    }
+
+    #[test]
+    fn a_round_trip_across_the_wrap_of_the_middle_32_bits() {
+        // The sender report left 0.3 s before the 16-bit seconds wrapped, its answer came back
+        // 0.2 s after: 0.5 s, less the receiver's 0.1 s hold.
+        let wrap = 0xb44e_0000u64 as f64;
+        let now = Duration::from_secs_f64(wrap + 0.2);
+        let lsr = fixed(65536.0 - 0.3);
+        let rtt = calculate_rtt(now, fixed(0.1), lsr).unwrap();
+        assert!((rtt.as_secs_f64() - 0.4).abs() < 0.001, "{rtt:?}");
+    }
+
+    #[test]
+    fn an_lsr_from_an_hour_ago_reads_an_hour_wherever_the_clock_is() {
+        for now_secs in [100.0, 1704.0, 3599.0, 3601.0, 40_000.0] {
+            let now = Duration::from_secs_f64(0xb44d_0000u64 as f64 + now_secs);
+            let lsr = fixed(now_secs).wrapping_sub(3600 << 16);
+            let rtt = calculate_rtt(now, 1, lsr).unwrap();
+            assert!((rtt.as_secs_f64() - 3600.0).abs() < 0.01, "{now_secs}: {rtt:?}");
+        }
+    }
+
+    #[test]
+    fn no_report_or_a_hold_longer_than_the_round_trip_reads_none() {
+        let now = Duration::from_secs_f64(0xb44d_0000u64 as f64 + 100.0);
+        assert_eq!(calculate_rtt(now, 0, fixed(99.0)), None);
+        assert_eq!(calculate_rtt(now, fixed(2.0), fixed(99.0)), None);
+    }
 }
