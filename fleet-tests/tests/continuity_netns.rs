@@ -112,6 +112,12 @@ struct Outcome {
     /// Caller audio that never reached the backend: the SDK's `caller_audio_lost_ms` after a
     /// resume; otherwise the uplink gap (nothing is held or retransmitted on those paths).
     lost_ms: u64,
+    /// Fault → the web client's `reconnecting` (it noticed and began to recover), by the page's
+    /// wall clock (`None`: it never said so, e.g. a backend kill, which it need not notice).
+    noticed_ms: Option<u64>,
+    /// Address change only: fault → the browser's first candidate on its new address, i.e. when
+    /// Chromium itself learnt of it (nothing can send from it before).
+    address_known_ms: Option<u64>,
     /// Whether the call moved to a new session.
     resumed: bool,
 }
@@ -573,11 +579,17 @@ fn run_faults(fleet: &mut Fleet, reps: usize) -> Vec<Outcome> {
         for fault in Fault::ALL {
             let o = inject_and_heal(fleet, &mut client, &call_id, fault, rep);
             println!(
-                "{:>16} rep {rep}: heard gap {} ms, uplink gap {} ms, caller audio lost {} ms{}",
+                "{:>16} rep {rep}: heard gap {} ms, uplink gap {} ms, caller audio lost {} ms{}{}",
                 fault.name(),
                 o.heard_gap_ms,
                 o.uplink_gap_ms,
                 o.lost_ms,
+                o.noticed_ms
+                    .map(|n| format!(", client noticed at {n} ms"))
+                    .unwrap_or_default()
+                    + &o.address_known_ms
+                        .map(|n| format!(", browser learnt its new address at {n} ms"))
+                        .unwrap_or_default(),
                 if o.resumed { " (resumed)" } else { "" }
             );
             outcomes.push(o);
@@ -744,12 +756,56 @@ fn measure(
         .find(|e| e["ev"] == "resumed")
         .and_then(|e| e["caller_audio_lost_ms"].as_u64())
         .unwrap_or(uplink_gap_ms);
+    // `heard` and `stats` above read the page's events up to now.
+    let noticed_ms = client
+        .seen()
+        .iter()
+        .filter(|e| e["event"] == "state" && e["state"] == "reconnecting")
+        .filter_map(|e| e["wall"].as_f64())
+        .map(|wall| wall as u64)
+        .find(|wall| *wall >= t0)
+        .map(|wall| wall - t0);
+    let address_known_ms = (fault == Fault::AddressChange)
+        .then(|| {
+            let new_ip = CALLER_IPS[fleet.caller_ip_now].to_string();
+            client
+                .seen()
+                .iter()
+                .filter(|e| e["event"] == "candidate")
+                .filter(|e| e["candidate"].as_str().is_some_and(|c| c.contains(&new_ip)))
+                .filter_map(|e| e["wall"].as_f64())
+                .map(|wall| wall as u64)
+                .find(|wall| *wall >= t0)
+                .map(|wall| wall - t0)
+        })
+        .flatten();
+    if std::env::var_os("VOXGATE_CONTINUITY_TRACE").is_some() {
+        let trace: Vec<String> = client
+            .seen()
+            .iter()
+            .filter(|e| e["wall"].as_f64().is_some_and(|w| w as u64 >= t0))
+            .map(|e| {
+                let what = e["state"]
+                    .as_str()
+                    .or(e["candidate"].as_str())
+                    .unwrap_or("-");
+                format!(
+                    "+{}ms {} {what}",
+                    e["wall"].as_f64().unwrap() as u64 - t0,
+                    e["event"]
+                )
+            })
+            .collect();
+        println!("{} rep {rep} trace: {}", fault.name(), trace.join(" | "));
+    }
     Outcome {
         fault,
         rep,
         heard_gap_ms,
         uplink_gap_ms,
         lost_ms,
+        noticed_ms,
+        address_known_ms,
         resumed,
     }
 }
@@ -802,6 +858,8 @@ fn report(outcomes: &[Outcome]) {
                 "heard_gap_ms": o.heard_gap_ms,
                 "uplink_gap_ms": o.uplink_gap_ms,
                 "lost_ms": o.lost_ms,
+                "noticed_ms": o.noticed_ms,
+                "address_known_ms": o.address_known_ms,
                 "resumed": o.resumed,
             })
         })

@@ -104,6 +104,11 @@ impl WebClient {
         }
     }
 
+    /// Every event the page reported so far that a command or a wait has read, in order.
+    pub fn seen(&self) -> &[Value] {
+        &self.seen
+    }
+
     /// The next event named `event` (earlier ones count too), or a panic after `within`.
     pub fn wait(&mut self, event: &str, within: Duration) -> Value {
         self.wait_for(within, |e| e["event"] == event)

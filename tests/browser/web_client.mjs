@@ -20,6 +20,8 @@
 // stdout, one JSON object per line: {"event":"ready"}, {"event":"connected","sessionId",...},
 // {"event":"state","state"}, {"event":"message","message"}, {"event":"ended","reason"},
 // {"event":"resumed","sessionId","previousSessionId","gapMs"} (the call moved to a new session),
+// {"event":"ice","state","wall"} and {"event":"candidate","candidate","wall"} (every peer
+// connection's ICE states and gathered candidates, wall clock in ms),
 // {"event":"done","cmd","result"} after each command (`stats`: its result is {stats, state,
 // attempts}), {"event":"error",...}.
 // The process ends after `quit`, on stdin's end, or after HARD_TIMEOUT_MS.
@@ -89,8 +91,20 @@ await page.goto(signalUrl + '/healthz', { waitUntil: 'load', timeout: 15_000 });
 
 // Installs the client in the page: window.voxgateRun(cmd) runs one command.
 await page.evaluate(async ({ base, token }) => {
-  const lib = await import(base + '/voxgate.js');
   const report = (o) => window.voxgateReport(o);
+  // Every peer connection the library makes reports its ICE states and late candidates, with
+  // the wall clock, so a test can tell when the browser itself noticed a fault.
+  const Native = window.RTCPeerConnection;
+  window.RTCPeerConnection = class extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('iceconnectionstatechange', () =>
+        report({ event: 'ice', state: this.iceConnectionState, wall: Date.now() }));
+      this.addEventListener('icecandidate', (e) =>
+        report({ event: 'candidate', candidate: e.candidate?.candidate ?? null, wall: Date.now() }));
+    }
+  };
+  const lib = await import(base + '/voxgate.js');
   let call = null;
   let port = null;
   // Media through the test's proxy: the answer's UDP candidates point at it, its TCP ones go
@@ -154,10 +168,10 @@ await page.evaluate(async ({ base, token }) => {
           reconnect: { backoffMs: 300 },
           liveness: c.liveness,
         });
-        call.on('state', (state) => report({ event: 'state', state, at: performance.now() }));
+        call.on('state', (state) => report({ event: 'state', state, at: performance.now(), wall: Date.now() }));
         call.on('message', (message) => report({ event: 'message', message }));
         call.on('ended', (reason) => report({ event: 'ended', reason, at: performance.now() }));
-        call.on('resumed', (r) => report({ event: 'resumed', ...r, at: performance.now() }));
+        call.on('resumed', (r) => report({ event: 'resumed', ...r, at: performance.now(), wall: Date.now() }));
         // Render what the backend sends: Chromium measures inbound audio energy only then.
         const el = new Audio();
         el.srcObject = call.remoteStream;
