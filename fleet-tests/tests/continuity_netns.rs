@@ -228,15 +228,8 @@ fn wall_ms() -> u64 {
         .as_millis() as u64
 }
 
-fn wait_until(within: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    ok()
+fn wait_until(within: Duration, ok: impl FnMut() -> bool) -> bool {
+    voxgate_testkit::wait::until(within, Duration::from_millis(50), ok)
 }
 
 // ---- the fleet ----------------------------------------------------------------------------

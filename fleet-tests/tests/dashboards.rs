@@ -72,15 +72,8 @@ fn get(http: &reqwest::blocking::Client, url: &str) -> Option<String> {
     r.status().is_success().then(|| r.text().ok()).flatten()
 }
 
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    cond()
+fn wait_until(within: Duration, ok: impl FnMut() -> bool) -> bool {
+    voxgate_testkit::wait::until(within, Duration::from_millis(200), ok)
 }
 
 /// The relay, the transceiver behind it and its backends, with their addresses.

@@ -186,15 +186,8 @@ fn http_from(ip: &str) -> reqwest::blocking::Client {
         .expect("http client")
 }
 
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    cond()
+fn wait_until(within: Duration, ok: impl FnMut() -> bool) -> bool {
+    voxgate_testkit::wait::until(within, Duration::from_millis(100), ok)
 }
 
 fn get_text(http: &reqwest::blocking::Client, url: &str) -> Option<String> {

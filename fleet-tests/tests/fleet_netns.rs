@@ -376,17 +376,8 @@ fn tx_metric(http: &reqwest::blocking::Client, tx: usize, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn wait_until(timeout: Duration, mut pred: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if pred() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_until(within: Duration, ok: impl FnMut() -> bool) -> bool {
+    voxgate_testkit::wait::until(within, Duration::from_millis(50), ok)
 }
 
 // ---- audio -----------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ pub mod tail_buffer;
 pub mod tcp_balancer;
 pub mod uplink_audio;
 pub mod uplink_schedule;
+pub mod wait;
 pub mod web_client;
 
 pub use client_session::ClientSession;

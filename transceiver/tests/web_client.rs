@@ -37,15 +37,8 @@ fn uplink_len(worker: &TestWorker, id: &str) -> usize {
     worker.session(id).map_or(0, |l| l.pcm.len())
 }
 
-fn wait_until(within: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    ok()
+fn wait_until(within: Duration, ok: impl FnMut() -> bool) -> bool {
+    voxgate_testkit::wait::until(within, Duration::from_millis(50), ok)
 }
 
 /// The RMS of the caller audio the backend gets over `window`, starting `settle` from now.

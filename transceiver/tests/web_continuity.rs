@@ -29,15 +29,8 @@ fn frames(worker: &TestWorker, id: &str) -> usize {
     worker.session(id).map_or(0, |l| l.frames.len())
 }
 
-fn wait_until(within: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    ok()
+fn wait_until(within: Duration, ok: impl FnMut() -> bool) -> bool {
+    voxgate_testkit::wait::until(within, Duration::from_millis(20), ok)
 }
 
 /// The new session that continues `call_id` at `worker`, once it has uplink audio.
