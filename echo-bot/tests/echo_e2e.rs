@@ -192,6 +192,8 @@ fn start_transceiver_on(tag: &str, grpc_port: u16, extra_args: &[&str]) -> Trans
             .args(["--loops", "1", "--no-pin"])
             .args(extra_args)
             .env("VOXGATE_GRPC_TOKEN", TOKEN)
+            // Stopped with SIGTERM on drop: exit at once rather than drain.
+            .env("VOXGATE_DRAIN_TIMEOUT_SECS", "0")
             .env("RUST_LOG", "info"),
         dir.join(format!("echo-e2e-{tag}-transceiver.log")),
     );

@@ -113,8 +113,9 @@ class Transceiver:
             self.grpc_target = f"127.0.0.1:{grpc_port}"
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = open(self.log_path, "ab")
+            # Tests stop the server with SIGTERM and expect a prompt exit, not a drain.
             env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info"), "NO_COLOR": "1",
-                   **self.env}
+                   "VOXGATE_DRAIN_TIMEOUT_SECS": "0", **self.env}
             self.proc = subprocess.Popen(
                 [str(transceiver_bin()), "--signal-listen", f"127.0.0.1:{signal_port}",
                  "--media-listen", f"127.0.0.1:{media_port}", "--grpc-listen", self.grpc_target,

@@ -63,7 +63,7 @@ const TRANSCEIVER_FLAGS: &[(&str, &str, &str)] = &[
     ("opus-bitrate", "VOXGATE_OPUS_BITRATE", "32000"),
     ("opus-complexity", "VOXGATE_OPUS_COMPLEXITY", "5"),
     ("opus-application", "VOXGATE_OPUS_APPLICATION", "voip"),
-    ("drain-timeout-secs", "VOXGATE_DRAIN_TIMEOUT_SECS", "0"),
+    ("drain-timeout-secs", "VOXGATE_DRAIN_TIMEOUT_SECS", "25"),
     ("max-body-bytes", "VOXGATE_MAX_BODY_BYTES", "65536"),
     ("relays", "VOXGATE_RELAYS", ""),
     ("no-relays", "VOXGATE_NO_RELAYS", "false"),

@@ -84,6 +84,8 @@ impl<R: Ledger> Runner<'_, R> {
             .arg(o.encoder.complexity.to_string())
             .args(["--opus-application", o.encoder.application.as_arg()])
             .args(o.flags)
+            // Stopped with SIGTERM between runs: exit at once rather than drain.
+            .env("VOXGATE_DRAIN_TIMEOUT_SECS", "0")
             .env("RUST_LOG", "warn");
         if let Some((relay, key)) = o.relay {
             // The relay forwards from its internal socket on the same IP as its public one

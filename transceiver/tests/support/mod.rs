@@ -205,6 +205,9 @@ impl ServerProcess {
         }
         // The log is a file: no ANSI colour codes in it (tracing-subscriber honours NO_COLOR).
         cmd.env("NO_COLOR", "1");
+        // Tests stop servers with SIGTERM and expect a prompt exit; a test of the drain
+        // passes `--drain-timeout-secs` (a flag beats its env twin).
+        cmd.env("VOXGATE_DRAIN_TIMEOUT_SECS", "0");
         for (k, v) in envs {
             cmd.env(k, v);
         }

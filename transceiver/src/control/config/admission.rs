@@ -73,9 +73,12 @@ pub struct SessionFlags {
     #[arg(long, env = "VOXGATE_MAX_SESSION_SECS", default_value_t = 4 * 3600)]
     pub max_session_secs: u64,
 
-    /// On SIGTERM/SIGINT, keep serving existing sessions (while refusing new ones) for up to
-    /// this many seconds before ending the rest; a second signal ends them at once.
-    #[arg(long, env = "VOXGATE_DRAIN_TIMEOUT_SECS", default_value_t = 0)]
+    /// On SIGTERM/SIGINT, refuse new sessions, ask every connected caller to move its call
+    /// to another transceiver, and keep serving the rest for up to this many seconds before
+    /// ending them; a second signal ends them at once. 0 = end every session at once.
+    // 25 s by default: a bare SIGTERM should move calls, not drop them, and Kubernetes'
+    // default stop grace is 30 s, so the drain ends before the kill.
+    #[arg(long, env = "VOXGATE_DRAIN_TIMEOUT_SECS", default_value_t = 25)]
     pub drain_timeout_secs: u64,
 }
 
