@@ -10,7 +10,7 @@ use voxgate_proto::bridge::AudioMode;
 
 use crate::backend::{BackendConfig, Behaviour};
 use crate::json_out::write_json;
-use crate::session_load::{self, LoadConfig, Target};
+use crate::session_load::{self, LoadConfig, Target, WindowHooks};
 
 /// voxgate load generator and benchmark suite.
 #[derive(Parser)]
@@ -145,6 +145,12 @@ pub struct SessionsArgs {
     /// Write the JSON result here (default: stdout).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Shell command run (and waited for) just after the measurement window opens.
+    #[arg(long)]
+    pub on_window_open: Option<String>,
+    /// Shell command run (and waited for) just after the measurement window closes.
+    #[arg(long)]
+    pub on_window_close: Option<String>,
 }
 
 impl SessionsArgs {
@@ -203,6 +209,10 @@ impl SessionsArgs {
                 .janus
                 .is_none()
                 .then(|| format!("{}/metrics", self.url.trim_end_matches('/'))),
+            window_hooks: WindowHooks {
+                open: self.on_window_open.clone(),
+                close: self.on_window_close.clone(),
+            },
         }
     }
 }

@@ -144,6 +144,7 @@ fn janus_load_config<R: Ledger>(s: &Runner<R>, sessions: usize, rate: f64) -> Lo
         bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
         teardown: false,
         metrics_url: None,
+        window_hooks: Default::default(),
     }
 }
 

@@ -47,4 +47,32 @@ pub struct LoadConfig {
     /// The server's Prometheus `/metrics` URL: when set, the transceiver's uplink hand-off
     /// histogram is scraped at both ends of the window (see [`crate::prom_hist`]).
     pub metrics_url: Option<String>,
+    /// Shell commands run (and waited for) just after the window opens and just after it
+    /// closes: `scripts/bench-ab --callgrind` zeroes and dumps a server's instruction counts
+    /// with them, so what it counts is the window alone.
+    pub window_hooks: WindowHooks,
+}
+
+/// See [`LoadConfig::window_hooks`].
+#[derive(Debug, Clone, Default)]
+pub struct WindowHooks {
+    pub open: Option<String>,
+    pub close: Option<String>,
+}
+
+impl WindowHooks {
+    /// Runs `command` with `sh -c` and waits; a hook that fails is reported on stderr (the
+    /// caller checks what the hook was to produce).
+    pub fn run(command: &Option<String>) {
+        let Some(command) = command else { return };
+        match std::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .status()
+        {
+            Ok(status) if status.success() => {}
+            Ok(status) => eprintln!("loadgen: window hook `{command}` exited with {status}"),
+            Err(e) => eprintln!("loadgen: window hook `{command}` did not start: {e}"),
+        }
+    }
 }

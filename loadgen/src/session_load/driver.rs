@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use voxgate_testkit::Fleet;
 
-use super::config::LoadConfig;
+use super::config::{LoadConfig, WindowHooks};
 use super::result::{LoadResult, ProgressSample, WindowDrops};
 use super::signaling::{Arrivals, Outcome};
 use crate::backend::Backend;
@@ -376,12 +376,14 @@ impl<'a> Driver<'a> {
             Some((cores, steal))
         });
         self.window_start = Some(self.mark(cpu, rss, own));
+        WindowHooks::run(&self.cfg.window_hooks.open);
     }
 
     /// Reads the window's end, then stops the uplink so packets in flight land in the drain.
     fn close_window(&mut self) {
         let (cpu, rss, own) = self.read_usage();
         self.window_end = Some(self.mark(cpu, rss, own));
+        WindowHooks::run(&self.cfg.window_hooks.close);
         let (handoff, wakeups, drops) = self.scrape_loop_metrics();
         if let (Some(a), Some(b)) = (&self.drops_start, drops) {
             self.result.window_drops = Some(b.since(a));

@@ -36,7 +36,7 @@ use crate::backend::Backend;
 use crate::janus::JanusClient;
 use crate::proc_stat;
 
-pub use config::{LoadConfig, Target};
+pub use config::{LoadConfig, Target, WindowHooks};
 use driver::{Driver, Slot};
 pub use result::{
     LoadResult, ProgressSample, ServerUsage, SetupLatency, SetupSamples, WindowDrops,

@@ -290,6 +290,7 @@ mod tests {
             bind_ip: "127.0.0.1".parse().unwrap(),
             teardown: false,
             metrics_url: None,
+            window_hooks: Default::default(),
         }
     }
 

@@ -45,6 +45,7 @@ impl<R: Ledger> Runner<'_, R> {
             bind_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             teardown: false,
             metrics_url: None,
+            window_hooks: Default::default(),
         }
     }
 
