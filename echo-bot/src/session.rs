@@ -104,6 +104,12 @@ pub async fn serve(mut call: Call, vad: VadConfig) {
                 dropped_ms = c.dropped_ms,
                 "barge-in: reply cut"
             ),
+            uplink::Kind::Turn(t) => info!(
+                turn = t.turn,
+                total_ms = t.total_ms,
+                backend_ms = t.backend_ms,
+                "turn heard by the caller"
+            ),
             // `Sent` reaches downlink taps only, never an owner.
             uplink::Kind::Data(_) | uplink::Kind::Opus(_) | uplink::Kind::Sent(_) => {}
         }

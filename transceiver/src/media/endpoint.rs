@@ -544,6 +544,9 @@ impl LoopEndpoint {
             let counts = &report.rtcp_implausible.0;
             self.counters.quality.implausible(counts);
         }
+        if let Some(turns) = &report.turns {
+            self.counters.quality.turns(turns);
+        }
         if let Some(talking) = report.started_talking {
             let event = LoopEvent::StartedTalking { id, talking };
             self.events.push_back(EndpointEvent::Loop(event));

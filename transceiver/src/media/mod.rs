@@ -45,3 +45,4 @@ pub mod tcp_owners;
 pub mod tcp_server;
 pub mod thread_priority;
 pub mod timers;
+pub mod turn_timing;

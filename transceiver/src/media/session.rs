@@ -12,11 +12,13 @@
 //! why it ended ([`state`]), what the control plane is shown of it ([`snapshot`]), and how
 //! str0m is configured for it ([`rtc_config`]).
 
+mod data_channel;
 mod path;
 mod report;
 mod rtc_config;
 mod snapshot;
 mod state;
+mod turns;
 
 pub use path::{is_binding_success, Candidates, ClientPath, ClientPaths, Route, MAX_CLIENT_ADDRS};
 pub use report::SessionReport;
@@ -35,6 +37,7 @@ use crate::media::audio_bridge::{
 use crate::media::check_budget::CheckBudget;
 use crate::media::demux::PeerKey;
 use crate::media::quality::{QualitySample, QualityTracker};
+use crate::media::turn_timing::TurnTimer;
 use crate::metrics::{BridgeCounters, DropReason};
 use str0m::change::SdpOffer;
 use str0m::channel::ChannelId;
@@ -132,6 +135,8 @@ pub struct Session {
     /// The caller's network (str0m's RTCP statistics), and a sample the loop has yet to take.
     quality: QualityTracker,
     quality_sample: Option<QualitySample>,
+    /// The caller's turns: end of speech → reply heard (see `media::turn_timing`).
+    turns: TurnTimer,
     span: tracing::Span,
 }
 
@@ -193,6 +198,7 @@ impl Session {
             arrivals: RtpArrivals::default(),
             quality: QualityTracker::new(now),
             quality_sample: None,
+            turns: TurnTimer::default(),
             span,
         };
         Ok((session, answer_sdp))
@@ -392,7 +398,9 @@ impl Session {
                 let ts = d.time.numer() as u32;
                 // str0m's `network_time` is the loop's read of the packet's batch.
                 let arrival = self.arrivals.of(seq).unwrap_or(d.network_time);
+                let level = d.ext_vals.audio_level;
                 self.bridge.on_audio_packet(arrival, seq, ts, d.data);
+                self.on_uplink_level(now, arrival, level);
             }
             Event::Connected if self.state == SessionState::Connecting => {
                 self.state = SessionState::Connected;
@@ -408,22 +416,8 @@ impl Session {
                 // ICE-lite: str0m reports Disconnected when consent checks stop arriving.
                 self.end(now, EndReason::IceDisconnected);
             }
-            Event::ChannelOpen(id, label) => {
-                self.channel.get_or_insert(id);
-                if self.channel_labels.len() < 16 {
-                    self.channel_labels.push((id, label));
-                }
-                self.bridge.on_channel_open(now);
-            }
-            Event::ChannelData(d) => {
-                self.counters.channel_messages_in += 1;
-                let label = self
-                    .channel_labels
-                    .iter()
-                    .find(|(id, _)| *id == d.id)
-                    .map_or("", |(_, l)| l.as_str());
-                self.bridge.on_channel_data(label, d.binary, &d.data);
-            }
+            Event::ChannelOpen(id, label) => self.on_channel_open(now, id, label),
+            Event::ChannelData(d) => self.on_channel_data(d),
             Event::MediaIngressStats(st) if Some(st.mid) == self.audio_mid => {
                 self.quality.on_ingress_stats(now, &st)
             }
@@ -494,6 +488,7 @@ impl Session {
             owner_lost: self.owner_lost.take(),
             quality: self.quality_sample.take(),
             rtcp_implausible: self.quality.take_implausible(),
+            turns: self.turns.take_counts(),
         }
     }
 
@@ -536,7 +531,7 @@ impl Session {
             tracing::info!(parent: &self.span, "backend stalled (uplink queue full); re-dispatching");
             self.owner_lost = Some((OwnerLoss::Stalled, self.bridge.last_owner_id()));
         }
-        while let Some(action) = self.bridge.poll_downlink() {
+        while let Some(action) = self.bridge.poll_downlink(now) {
             match action {
                 BridgeAction::SendData(msg) => {
                     rtc_work |= self.send_data(msg);
@@ -582,41 +577,8 @@ impl Session {
             Ok(()) => self.counters.audio_packets_out += 1,
             Err(e) => tracing::debug!(parent: &self.span, error = %e, "audio write failed"),
         }
+        self.after_downlink_frame();
         true
-    }
-
-    /// Writes a message to the data channel named by its label (or the first one); returns
-    /// whether it was queued.
-    /// A transceiver message to the caller, on its first data channel.
-    fn send_text(&mut self, text: String) -> bool {
-        use voxgate_proto::bridge::{data_message::Payload, DataMessage};
-        let (label, payload) = (String::new(), Some(Payload::Text(text)));
-        self.send_data(DataMessage { label, payload })
-    }
-
-    fn send_data(&mut self, msg: voxgate_proto::bridge::DataMessage) -> bool {
-        use voxgate_proto::bridge::data_message::Payload;
-        let id = self
-            .channel_labels
-            .iter()
-            .find(|(_, l)| *l == msg.label)
-            .map(|(id, _)| *id)
-            .or(self.channel);
-        let Some(mut channel) = id.and_then(|id| self.rtc.channel(id)) else {
-            return false;
-        };
-        let result = match &msg.payload {
-            Some(Payload::Text(t)) => channel.write(false, t.as_bytes()),
-            Some(Payload::Binary(b)) => channel.write(true, b),
-            None => return false,
-        };
-        match result {
-            Ok(_) => true,
-            Err(e) => {
-                tracing::debug!(parent: &self.span, error = %e, "data channel write failed");
-                false
-            }
-        }
     }
 
     /// Whether replies to `path.addr` already take exactly `path`.
@@ -695,6 +657,7 @@ impl Session {
             counters: self.counters,
             bridge: self.bridge.counters(),
             quality: self.quality.snapshot(),
+            turns: self.turns.snapshot(),
         }
     }
 }

@@ -27,7 +27,9 @@ pub use counts::{
 };
 pub use labels::{CodecKey, GrpcRefusal, MultiplexDrop, OfferStage, SchedulingClass};
 pub use loop_metrics::LoopMetrics;
-pub use quality_histograms::{QualityCounts, QualityObservation, RtcpField};
+pub use quality_histograms::{
+    QualityCounts, QualityObservation, RtcpField, TurnCounts, TURN_REPORT_DROPS,
+};
 pub use registry::Metrics;
 
 #[cfg(test)]

@@ -21,6 +21,36 @@ const RTT_S: &[f64] = &[0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0];
 const JITTER_S: &[f64] = &[0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2];
 const LOSS: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5];
 const MOS: &[f64] = &[1.5, 2.0, 2.5, 3.0, 3.5, 3.8, 4.0, 4.2, 4.3, 4.4];
+const TURN_S: &[f64] = &[0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0];
+
+/// Why a caller's turn report was dropped (`media::turn_timing::ReportDrop`, in its order).
+pub const TURN_REPORT_DROPS: [&str; 5] = [
+    "malformed",
+    "implausible",
+    "unmatched",
+    "repeated",
+    "inconsistent",
+];
+
+/// A session's turn timing since the loop last looked: mouth-to-ear totals and dropped
+/// reports by reason (indexed as [`TURN_REPORT_DROPS`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TurnCounts {
+    totals: PlainHistogram,
+    pub dropped: [u64; TURN_REPORT_DROPS.len()],
+}
+
+impl TurnCounts {
+    pub fn observe_total(&mut self, seconds: f64) {
+        if seconds.is_finite() {
+            self.totals.observe(TURN_S, seconds);
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.totals.count > 0 || self.dropped.iter().any(|&n| n > 0)
+    }
+}
 
 /// One session's sample, in base units (seconds, fractions). `None`: not measured yet.
 #[derive(Debug, Clone, Copy, Default)]
@@ -76,9 +106,27 @@ pub struct QualityCounts {
     loss: [PlainHistogram; 2],
     mos: [PlainHistogram; 2],
     implausible: [u64; RtcpField::COUNT],
+    turns: TurnCounts,
 }
 
 impl QualityCounts {
+    /// A session's turn timing (see [`TurnCounts`]).
+    pub fn turns(&mut self, t: &TurnCounts) {
+        if !t.any() {
+            return;
+        }
+        self.counted = true;
+        let h = &mut self.turns.totals;
+        for (a, b) in h.buckets.iter_mut().zip(t.totals.buckets) {
+            *a += b;
+        }
+        h.sum += t.totals.sum;
+        h.count += t.totals.count;
+        for (a, b) in self.turns.dropped.iter_mut().zip(t.dropped) {
+            *a += b;
+        }
+    }
+
     /// Implausible values by field (indexed by [`RtcpField`]).
     pub fn implausible(&mut self, by_field: &[u32; RtcpField::COUNT]) {
         for (a, b) in self.implausible.iter_mut().zip(by_field) {
@@ -123,6 +171,13 @@ pub struct QualityHistograms {
     mos: [SharedHistogram; 2],
     families: [DirectionFamily; 3],
     implausible: [Counter; RtcpField::COUNT],
+    turn_total: SharedHistogram,
+    turn_drops: [Counter; TURN_REPORT_DROPS.len()],
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -142,7 +197,12 @@ impl QualityHistograms {
             DIRECTIONS.map(|direction| f.get_or_create(&DirectionLabel { direction }).clone())
         };
         let fields = Family::<FieldLabel, Counter>::default();
+        let reasons = Family::<ReasonLabel, Counter>::default();
+        let turn_total = SharedHistogram::new(TURN_S);
         let h = QualityHistograms {
+            turn_total: turn_total.clone(),
+            turn_drops: TURN_REPORT_DROPS
+                .map(|reason| reasons.get_or_create(&ReasonLabel { reason }).clone()),
             rtt: rtt.clone(),
             jitter: of(&families[0]),
             loss: of(&families[1]),
@@ -155,6 +215,16 @@ impl QualityHistograms {
             "rtcp_implausible",
             "Values in callers' RTCP (and RTP timestamps) outside what a network can produce, dropped or clamped before they count as a call's quality, by field",
             fields,
+        );
+        registry.register(
+            "turn_mouth_to_ear_seconds",
+            "Turns' time from the caller's end of speech to the reply heard at its ear, as its browser reported it (media::turn_timing), one observation per turn",
+            turn_total,
+        );
+        registry.register(
+            "turn_reports_dropped",
+            "Callers' turn reports dropped before they count (unparsable, implausible, matching no turn, repeated, or shorter than the transceiver's own part), by reason",
+            reasons,
         );
         registry.register(
             "call_rtt_seconds",
@@ -191,6 +261,12 @@ impl QualityHistograms {
             self.mos[i].add(&pending.mos[i]);
         }
         for (c, n) in self.implausible.iter().zip(pending.implausible) {
+            if n > 0 {
+                c.inc_by(n);
+            }
+        }
+        self.turn_total.add(&pending.turns.totals);
+        for (c, n) in self.turn_drops.iter().zip(pending.turns.dropped) {
             if n > 0 {
                 c.inc_by(n);
             }
@@ -326,5 +402,31 @@ mod tests {
             text.contains(r#"voxgate_rtcp_implausible_total{field="jitter"} 2"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn turn_totals_and_dropped_reports_are_published() {
+        let mut registry = Registry::with_prefix("voxgate");
+        let h = QualityHistograms::register(&mut registry);
+        let mut pending = QualityCounts::default();
+        pending.turns(&TurnCounts::default());
+        assert_eq!(pending, QualityCounts::default(), "nothing to count");
+        let mut t = TurnCounts::default();
+        t.observe_total(0.62);
+        t.observe_total(f64::NAN);
+        t.dropped[2] = 3;
+        pending.turns(&t);
+        pending.turns(&t);
+        h.publish(&mut pending);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"voxgate_turn_mouth_to_ear_seconds_bucket{le="0.5"} 0"#,
+            r#"voxgate_turn_mouth_to_ear_seconds_bucket{le="0.75"} 2"#,
+            "voxgate_turn_mouth_to_ear_seconds_count 2",
+            r#"voxgate_turn_reports_dropped_total{reason="unmatched"} 6"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
     }
 }

@@ -15,7 +15,7 @@ use voxgate_backend_kit::{
 };
 use voxgate_proto::bridge::{
     downlink, session_event, uplink, Attach, AudioChunk, AudioMode, ChannelDownlink, Clear,
-    Cleared, OpusEncoder, PlaybackProgress, ResumeOffer,
+    Cleared, OpusEncoder, PlaybackProgress, ResumeOffer, TurnLatency,
 };
 
 /// How the worker's sessions reach the transceiver: a `Session` stream each, or one
@@ -50,6 +50,12 @@ pub struct SessionLog {
     pub data: Vec<String>,
     /// Passthrough mode: the raw Opus packets, in order.
     pub opus: Vec<Vec<u8>>,
+    /// Turns the caller's browser reported, as the transceiver split them.
+    pub turns: Vec<TurnLatency>,
+    /// PCM frames at -50 dBFS RMS or louder, and when the last one arrived: the caller's
+    /// speech as a backend's voice activity detector would see it.
+    pub loud_frames: u64,
+    pub last_loud_at: Option<Instant>,
     pub ended: bool,
     /// The transceiver's `closed` for the call: a `Multiplex` channel's (its code and message),
     /// or the status a `Session` stream failed to open with.
@@ -350,6 +356,15 @@ impl TestWorker {
         self.shared.sessions.lock().unwrap().clone()
     }
 
+    /// The caller's speech so far (`SessionLog::loud_frames`, `last_loud_at`) and the turns
+    /// reported, without copying the session's audio.
+    pub fn speech(&self, id: &str) -> (u64, Option<Instant>, Vec<TurnLatency>) {
+        let logs = self.shared.sessions.lock().unwrap();
+        logs.get(id).map_or((0, None, Vec::new()), |l| {
+            (l.loud_frames, l.last_loud_at, l.turns.clone())
+        })
+    }
+
     pub fn session(&self, id: &str) -> Option<SessionLog> {
         self.shared.sessions.lock().unwrap().get(id).cloned()
     }
@@ -528,12 +543,22 @@ fn record(shared: &Shared, session_id: &str, kind: Option<uplink::Kind>) {
     match kind {
         Some(uplink::Kind::Audio(f)) => {
             log.frames.push((f.sequence, f.concealed, now));
+            let start = log.pcm.len();
             log.pcm.extend(
                 f.pcm
                     .chunks_exact(2)
                     .map(|b| i16::from_le_bytes([b[0], b[1]])),
             );
+            let frame = &log.pcm[start..];
+            let power = frame.iter().map(|&s| f64::from(s).powi(2)).sum::<f64>()
+                / frame.len().max(1) as f64;
+            // -50 dBFS RMS, the transceiver's and the web client's threshold.
+            if !f.concealed && power >= (32768.0 * 10f64.powf(-2.5)).powi(2) {
+                log.loud_frames += 1;
+                log.last_loud_at = Some(now);
+            }
         }
+        Some(uplink::Kind::Turn(t)) => log.turns.push(t),
         Some(uplink::Kind::Opus(p)) => log.opus.push(p.data.to_vec()),
         Some(uplink::Kind::Event(e)) => log.events.push((e.kind, e.reason)),
         Some(uplink::Kind::Progress(p)) => log.progress.push(p),

@@ -4,7 +4,10 @@ The transceiver terminates WebRTC at the edge and hands each call to a backend o
 (proto/grpc/voxgate.proto). This package is that backend's side: a `Worker` subscribes to one
 or more transceivers and yields `Call`s; a call gives the caller's 20 ms PCM frames and takes
 PCM to play, `clear()` for barge-in, data-channel messages, the caller's network quality
-(`call.quality`, every 5 s) and `hangup()`. `tap()` listens to a call without owning it; a
+(`call.quality`, every 5 s), each turn's mouth-to-ear latency (`call.last_turn`, a
+`TurnLatency`: from the caller's end of speech to the reply's first audio at its ear, split into
+parts that sum to the total; only for callers whose browser reports turns, as the web client
+does) and `hangup()`. `tap()` listens to a call without owning it; a
 `TaskSet` keeps the tasks a backend starts per call. Everything is asyncio (grpc.aio); audio is
 plain `bytes`.
 """
@@ -39,6 +42,7 @@ from voxgate.types import (
     Resumed,
     SampleRate,
     SentAudio,
+    TurnLatency,
 )
 from voxgate.worker import OPUS_PASSTHROUGH, PCM, Worker
 
@@ -46,6 +50,7 @@ __all__ = [
     "AudioFrame", "AudioMode", "AuthError", "Call", "CallEndedError", "CallState", "Cleared",
     "DataChannelNotOpenError", "DirectionQuality", "Event", "EventKind", "Message",
     "MessageTooLargeError", "OPUS_PASSTHROUGH", "OpusApplication", "OpusFrame", "PCM", "Progress",
-    "Quality", "QualitySummary", "Resumed", "SampleRate", "SentAudio", "SessionOwnedError", "TaskSet",
-    "TransceiverGoneError", "UnknownSessionError", "VoxgateError", "Worker", "tap",
+    "Quality", "QualitySummary", "Resumed", "SampleRate", "SentAudio", "SessionOwnedError",
+    "TaskSet", "TransceiverGoneError", "TurnLatency", "UnknownSessionError", "VoxgateError",
+    "Worker", "tap",
 ]

@@ -18,6 +18,7 @@ from voxgate.types import (
     Quality,
     QualitySummary,
     SentAudio,
+    TurnLatency,
 )
 
 _APPLICATIONS = {
@@ -151,6 +152,17 @@ def quality_summary(ev: pb.SessionEvent) -> QualitySummary | None:
         uplink_loss_total=_optional(s, "uplink_loss_total"),
         downlink_loss_total=_optional(s, "downlink_loss_total"),
         mos_mean=_optional(s, "mos_mean"), mos_min=_optional(s, "mos_min"))
+
+
+def turn_latency(t: pb.TurnLatency) -> TurnLatency:
+    return TurnLatency(
+        turn=t.turn, total_ms=t.total_ms, capture_send_ms=t.capture_send_ms,
+        network_up_ms=t.network_up_ms, transceiver_up_ms=t.transceiver_up_ms,
+        backend_ms=t.backend_ms, transceiver_down_ms=t.transceiver_down_ms,
+        network_down_ms=t.network_down_ms, jitter_buffer_ms=t.jitter_buffer_ms,
+        playout_ms=_optional(t, "playout_ms"),
+        rtt_source=t.rtt_source or "none",  # type: ignore[arg-type]
+        rtp_timestamp=t.rtp_timestamp)
 
 
 def event_kind(kind: int) -> EventKind:

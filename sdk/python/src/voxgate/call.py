@@ -7,11 +7,13 @@ stream), `decline()` sends `Reject` on the worker stream instead. Once attached 
 sorted as it comes (`_on_uplink`): audio frames into a bounded queue (the oldest frame is
 dropped, and counted, when the consumer falls behind), data-channel messages into another,
 progress into `call.progress`, `Cleared` answers to the `clear()` that asked, network quality
-(every 5 s) into `call.quality` and to its listeners (`on_quality`, `qualities()`), and the
-session events into `connected` / `data_channel_open` / `ended` (the ENDED event's quality
-summary into `call.quality_summary`). Writes (play, clear, send, hangup) go
-to the stream, one at a time. A `send` before the caller's data channel is open waits for it
-(bounded): the transceiver would drop the message.
+(every 5 s) into `call.quality` and to its listeners (`on_quality`, `qualities()`), each turn's
+mouth-to-ear latency (a `TurnLatency`, once per turn the caller's browser reported: none from a
+caller without the web client's reports) into `call.last_turn` and to its listeners (`on_turn`,
+`turns()`), both through a `Feed` (_feed.py), and the session events into `connected` /
+`data_channel_open` / `ended` (the ENDED event's quality summary into `call.quality_summary`).
+Writes (play, clear, send, hangup) go to the stream, one at a time. A `send` before the caller's
+data channel is open waits for it (bounded): the transceiver would drop the message.
 
 A call outlives its session (docs/continuity.md): when the stream breaks (the transceiver died)
 or the session ends for a transport reason (`ice_disconnected`, `shutdown`), the call waits in
@@ -33,6 +35,8 @@ import grpc
 
 from voxgate import _wire
 from voxgate._call_stream import CallStream, CallTransport
+from voxgate._feed import END as _END
+from voxgate._feed import DropOldestQueue, Feed
 from voxgate._resumable import Resumable, wait_either
 from voxgate._resume import RESUMABLE_REASONS, Leg, LossLedger
 from voxgate._proto import voxgate_pb2 as pb
@@ -54,6 +58,7 @@ from voxgate.types import (
     Quality,
     QualitySummary,
     Resumed,
+    TurnLatency,
 )
 
 log = logging.getLogger("voxgate.call")
@@ -70,38 +75,11 @@ ATTACH_TIMEOUT_S = 10.0
 HANGUP_TIMEOUT_S = 5.0
 # Quality updates buffered per `qualities()` iterator before the oldest is dropped: a minute.
 QUALITY_QUEUE = 12
+# Turns buffered per `turns()` iterator before the oldest is dropped.
+TURN_QUEUE = 32
 # How long `send` waits, by default, for the caller's data channel to open. It opens shortly
 # after the media connects; a caller whose channel stays shut this long likely has none.
 DATA_CHANNEL_TIMEOUT_S = 10.0
-
-_END = object()  # queue sentinel: the call is over
-
-
-class DropOldestQueue:
-    """A bounded FIFO for one consumer: a full queue drops its oldest item and counts it."""
-
-    def __init__(self, maxlen: int) -> None:
-        self._items: deque[Any] = deque()
-        self._maxlen = maxlen
-        self._ready = asyncio.Event()
-        self.dropped = 0
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def put(self, item: Any) -> None:
-        if len(self._items) >= self._maxlen:
-            self._items.popleft()
-            self.dropped += 1
-        self._items.append(item)
-        self._ready.set()
-
-    async def get(self) -> Any:
-        while not self._items:
-            self._ready.clear()
-            await self._ready.wait()
-        return self._items.popleft()
-
 
 class Call(Resumable):
     """A session dispatched to this worker (see the module doc for its life)."""
@@ -161,9 +139,6 @@ class Call(Resumable):
         self.mode = AudioMode(mode)
         #: Latest playback progress (updated every `progress_interval_ms` of played audio).
         self.progress = Progress()
-        #: The caller's network as last measured (every 5 s while connected); None until the
-        #: first measurement.
-        self.quality: Quality | None = None
         #: The network quality of the whole call, set when it ends; None if the call had no
         #: sample (under 5 s) or ended without the transceiver's ENDED.
         self.quality_summary: QualitySummary | None = None
@@ -189,8 +164,9 @@ class Call(Resumable):
         self._clears: deque[asyncio.Future[Cleared]] = deque()
         self._state = CallState.PENDING
         self._end_listeners: list[Callable[[Call], None]] = []
-        self._quality_listeners: list[Callable[[Quality], None]] = []
-        self._quality_queues: list[DropOldestQueue] = []  # one per `qualities()` iterator
+        self._qualities: Feed[Quality] = Feed("on_quality", QUALITY_QUEUE,
+                                              lambda: self.session_id)
+        self._turns: Feed[TurnLatency] = Feed("on_turn", TURN_QUEUE, lambda: self.session_id)
         self._resume_window_s = resume_window_s
         self._attach_timeout_s = ATTACH_TIMEOUT_S
         self._leg: Leg | None = None
@@ -213,6 +189,18 @@ class Call(Resumable):
     @property
     def state(self) -> CallState:
         return self._state
+
+    @property
+    def quality(self) -> Quality | None:
+        """The caller's network as last measured (every 5 s while connected); None until the
+        first measurement."""
+        return self._qualities.latest
+
+    @property
+    def last_turn(self) -> TurnLatency | None:
+        """The latest turn's mouth-to-ear latency; None until the caller's browser reported
+        one (a caller without the web client's turn reports has none)."""
+        return self._turns.latest
 
     @property
     def frames_dropped(self) -> int:
@@ -304,31 +292,22 @@ class Call(Resumable):
     def qualities(self) -> AsyncIterator[Quality]:
         """Each network-quality measurement from now on (every 5 s while the call is
         connected), until the call ends (raises as `audio()`). `call.quality` has the latest."""
-        queue = DropOldestQueue(QUALITY_QUEUE)
-        if self._state is CallState.ENDED:
-            queue.put(_END)
-        else:
-            self._quality_queues.append(queue)
-        return self._drain_qualities(queue)
-
-    async def _drain_qualities(self, queue: DropOldestQueue) -> AsyncIterator[Quality]:
-        try:
-            async for q in self._drain(queue):
-                yield q
-        finally:
-            if queue in self._quality_queues:
-                self._quality_queues.remove(queue)
+        return self._qualities.updates()
 
     def on_quality(self, listener: Callable[[Quality], None]) -> Callable[[], None]:
         """Calls `listener(quality)` with each network-quality measurement (every 5 s while
         the call is connected) until the call ends. Returns a function that stops it."""
-        self._quality_listeners.append(listener)
+        return self._qualities.listen(listener)
 
-        def remove() -> None:
-            if listener in self._quality_listeners:
-                self._quality_listeners.remove(listener)
+    def turns(self) -> AsyncIterator[TurnLatency]:
+        """Each turn's latency from now on (once per turn the caller's browser reported), until
+        the call ends (raises as `audio()`). `call.last_turn` has the latest."""
+        return self._turns.updates()
 
-        return remove
+    def on_turn(self, listener: Callable[[TurnLatency], None]) -> Callable[[], None]:
+        """Calls `listener(turn)` with each turn's latency (once per turn the caller's browser
+        reported) until the call ends. Returns a function that stops it."""
+        return self._turns.listen(listener)
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Waits until the caller's media flows; raises `CallEndedError` if it ends first."""
@@ -402,7 +381,9 @@ class Call(Resumable):
         elif kind == "data":
             self._messages.put(_wire.message(up.data))
         elif kind == "quality":
-            self._on_quality(_wire.quality(up.quality))
+            self._qualities.publish(_wire.quality(up.quality))
+        elif kind == "turn":
+            self._turns.publish(_wire.turn_latency(up.turn))
         elif kind == "event":
             ev = up.event
             if ev.kind == pb.SessionEvent.ATTACHED:
@@ -422,16 +403,6 @@ class Call(Resumable):
                     self._enter_resuming(ev.reason, None)
                 else:
                     self._finish(ev.reason or "ended", None)
-
-    def _on_quality(self, quality: Quality) -> None:
-        self.quality = quality
-        for queue in self._quality_queues:
-            queue.put(quality)
-        for listener in list(self._quality_listeners):
-            try:
-                listener(quality)
-            except Exception:
-                log.exception("on_quality listener of %s failed", self.session_id)
 
     def _on_closed(self, error: VoxgateError | None) -> None:
         """The stream is over: after ENDED nothing is left to do; a close this call asked for
@@ -465,9 +436,8 @@ class Call(Resumable):
             log.info("session %s ended (%s)", self.session_id, reason)
         self._audio.put(_END)
         self._messages.put(_END)
-        self._quality_listeners.clear()
-        for queue in self._quality_queues:
-            queue.put(_END)
+        self._qualities.close(error)
+        self._turns.close(error)
         while self._clears:
             fut = self._clears.popleft()
             if not fut.done():

@@ -22,6 +22,11 @@ at the transceiver and the pipeline sees plain PCM over gRPC:
   jitter, loss, MOS per direction) goes downstream as a `CallQualityFrame` and to the
   `on_call_quality(transport, quality)` event handler; the summary of the whole call is
   `call.quality_summary` by the time `on_client_disconnected` fires;
+- turn latency: each turn's mouth-to-ear latency (the caller's end of speech to the reply's
+  first audio at its ear, split into measured, estimated and client-reported parts that sum to
+  the total), once per turn the caller's browser reported (the web client does; other callers
+  produce none), goes downstream as a `CallTurnFrame` and to the `on_call_turn(transport, turn)`
+  event handler;
 - errors: a call that broke (the transceiver vanished, ...) is an `ErrorFrame` upstream
   (`push_error`) and a log line; a failed write, clear or message is logged (on Pipecat's
   logger), at debug level once the call has simply ended.
@@ -64,7 +69,7 @@ from pipecat.transports.base_transport import BaseTransport, TransportParams
 from voxgate.call import DATA_CHANNEL_TIMEOUT_S, Call
 from voxgate.errors import CallEndedError, VoxgateError
 from voxgate.task_set import TaskSet
-from voxgate.types import AudioFrame, Cleared, Quality, Resumed
+from voxgate.types import AudioFrame, Cleared, Quality, Resumed, TurnLatency
 from voxgate.worker import Worker
 
 # Real-time pacing may run this far ahead of the caller (audio queued at the transceiver).
@@ -108,6 +113,14 @@ class CallQualityFrame(SystemFrame):
 
 
 @dataclass
+class CallTurnFrame(SystemFrame):
+    """Downstream once per turn the caller's browser reported: where the time from the caller's
+    end of speech to the reply's first audio at its ear went (`voxgate.TurnLatency`)."""
+
+    turn: TurnLatency = TurnLatency()
+
+
+@dataclass
 class CallResumedFrame(SystemFrame):
     """Downstream when the call continued on a new session (its transceiver died or drained,
     docs/continuity.md): the pipeline kept running; `resumed` says what the gap lost."""
@@ -136,6 +149,7 @@ class VoxgateInputTransport(BaseInputTransport):
             self._tasks = [self.create_task(self._read_audio()),
                            self.create_task(self._read_messages()),
                            self.create_task(self._read_quality()),
+                           self.create_task(self._read_turns()),
                            self.create_task(self._read_resumes()),
                            self.create_task(self._watch_call())]
         await self.set_transport_ready(frame)
@@ -203,6 +217,13 @@ class VoxgateInputTransport(BaseInputTransport):
         except VoxgateError:
             return  # the call broke: `_watch_call` reports it, once
 
+    async def _read_turns(self) -> None:
+        try:
+            async for turn in self._transport.call.turns():
+                await self.push_frame(CallTurnFrame(turn=turn))
+                await self._transport._call_turn(turn)
+        except VoxgateError:
+            return  # the call broke: `_watch_call` reports it, once
 
     async def _read_resumes(self) -> None:
         """Each resume of the call, as a frame and an `on_call_resumed` event; the input keeps
@@ -281,8 +302,9 @@ class VoxgateOutputTransport(BaseOutputTransport):
 class VoxgateTransport(BaseTransport):
     """A Pipecat transport for one voxgate call. Events: `on_client_connected(transport, call)`,
     `on_client_disconnected(transport, call)`, `on_playback_cleared(transport, cleared)`,
-    `on_call_quality(transport, quality)`, `on_call_resumed(transport, resumed)` (the call
-    continued on a new session; the pipeline runs on)."""
+    `on_call_quality(transport, quality)`, `on_call_turn(transport, turn)`,
+    `on_call_resumed(transport, resumed)` (the call continued on a new session; the pipeline
+    runs on)."""
 
     def __init__(self, call: Call, params: TransportParams | None = None) -> None:
         super().__init__()
@@ -296,6 +318,7 @@ class VoxgateTransport(BaseTransport):
         self._register_event_handler("on_client_disconnected")
         self._register_event_handler("on_playback_cleared")
         self._register_event_handler("on_call_quality")
+        self._register_event_handler("on_call_turn")
         self._register_event_handler("on_call_resumed")
 
     @property
@@ -327,6 +350,9 @@ class VoxgateTransport(BaseTransport):
 
     async def _call_quality(self, quality: Quality) -> None:
         await self._call_event_handler("on_call_quality", quality)
+
+    async def _call_turn(self, turn: TurnLatency) -> None:
+        await self._call_event_handler("on_call_turn", turn)
 
     async def _call_resumed(self, resumed: Resumed) -> None:
         await self._call_event_handler("on_call_resumed", resumed)

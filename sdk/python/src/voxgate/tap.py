@@ -21,17 +21,19 @@ from voxgate.types import (
     Quality,
     SampleRate,
     SentAudio,
+    TurnLatency,
 )
 
-TapItem = AudioFrame | OpusFrame | SentAudio | Cleared | Event | Message | Quality
+TapItem = AudioFrame | OpusFrame | SentAudio | Cleared | Event | Message | Quality | TurnLatency
 
 
 async def tap(
     target: str, session_id: str, *, token: str | None = None, sample_rate: SampleRate = 16000,
     downlink: bool = False,
 ) -> AsyncIterator[TapItem]:
-    """Yields the session's caller audio, events, data messages and network quality (every 5 s
-    while connected) until it ends (the last item is the `EventKind.ENDED` Event, with the
+    """Yields the session's caller audio, events, data messages, network quality (every 5 s
+    while connected) and each turn's `TurnLatency` (once per turn the caller's browser
+    reported) until it ends (the last item is the `EventKind.ENDED` Event, with the
     call's `QualitySummary` in `quality`). Events that happened before the tap (CONNECTED,
     DATA_CHANNEL_OPEN) come first, each with its own `at_unix_micros`.
 
@@ -66,6 +68,8 @@ async def tap(
                     yield _wire.message(up.data)
                 elif kind == "quality":
                     yield _wire.quality(up.quality)
+                elif kind == "turn":
+                    yield _wire.turn_latency(up.turn)
                 elif kind == "event":
                     event = Event(kind=_wire.event_kind(up.event.kind), reason=up.event.reason,
                                   session_id=up.event.session_id or session_id,

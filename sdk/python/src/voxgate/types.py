@@ -241,3 +241,66 @@ class QualitySummary:
     #: Mean and minimum over the samples of the lower of the two directions' MOS.
     mos_mean: float | None = None
     mos_min: float | None = None
+
+
+#: Where a `TurnLatency` part's figure comes from: the transceiver's own clock ("measured"),
+#: an estimate from the round trip or the remainder ("estimated"), or the caller's browser
+#: ("client": reported, bounded, not checked).
+TurnPartSource = Literal["measured", "estimated", "client"]
+#: Where a turn's round trip came from: the transceiver's RTCP, the browser's ICE, or neither.
+RttSource = Literal["rtcp", "client", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLatency:
+    """One turn of the conversation (`Uplink.turn`): the caller stopped speaking, and the time
+    until the first audio of the reply reached the caller's ear, split into where it went
+    (transceiver/src/media/turn_timing.rs says exactly how). It comes once the caller's
+    browser has reported the turn (the web client does; a caller that reports nothing has no
+    turns). The parts (`parts()`, in time order) sum to `total_ms`. Milliseconds throughout."""
+
+    #: 1, 2, ... within the session: the turns the transceiver saw (caller speech, a reply).
+    turn: int = 0
+    #: The browser's own measurement on its clock: its microphone's last loud sample -> its
+    #: first loud sample of the reply after quiet, plus its playout delay.
+    total_ms: float = 0.0
+    #: Estimated, the remainder: the browser's capture, Opus frame and send, and the estimates'
+    #: error. May be negative by a few ms when the round-trip halves overestimate.
+    capture_send_ms: float = 0.0
+    #: Estimated: half the round trip (0 when `rtt_source` is "none").
+    network_up_ms: float = 0.0
+    #: Measured: the caller's last speech packet at the transceiver's socket -> handed to the
+    #: backend.
+    transceiver_up_ms: float = 0.0
+    #: Measured: -> the reply's first loud audio queued at the transceiver (gRPC both ways
+    #: included; 0 if the backend queued it before the caller stopped).
+    backend_ms: float = 0.0
+    #: Measured: -> that audio's packet handed to the socket (the pacer's queue, 20 ms grid).
+    transceiver_down_ms: float = 0.0
+    #: Estimated: half the round trip (0 when `rtt_source` is "none").
+    network_down_ms: float = 0.0
+    #: Client-reported: the browser's mean jitter-buffer delay.
+    jitter_buffer_ms: float = 0.0
+    #: Client-reported: the browser's playout delay; None where the browser has no figure.
+    playout_ms: float | None = None
+    #: Where the round trip came from: "rtcp" (the transceiver's), "client" (the browser's
+    #: ICE) or "none" (neither known: both network parts are 0, the remainder holds them).
+    rtt_source: RttSource = "none"
+    #: RTP timestamp (48 kHz) of the reply's first loud packet.
+    rtp_timestamp: int = 0
+
+    def parts(self) -> list[tuple[str, float, TurnPartSource]]:
+        """`(name, ms, source)` of each part in time order, from the caller's mouth to its ear
+        (`playout` only when the browser reported it); the ms sum to `total_ms`."""
+        parts: list[tuple[str, float, TurnPartSource]] = [
+            ("capture_send", self.capture_send_ms, "estimated"),
+            ("network_up", self.network_up_ms, "estimated"),
+            ("transceiver_up", self.transceiver_up_ms, "measured"),
+            ("backend", self.backend_ms, "measured"),
+            ("transceiver_down", self.transceiver_down_ms, "measured"),
+            ("network_down", self.network_down_ms, "estimated"),
+            ("jitter_buffer", self.jitter_buffer_ms, "client"),
+        ]
+        if self.playout_ms is not None:
+            parts.append(("playout", self.playout_ms, "client"))
+        return parts

@@ -10,7 +10,7 @@ import pytest
 
 import voxgate
 from voxgate._proto import voxgate_pb2 as pb
-from voxgate.call import DropOldestQueue
+from voxgate.call import TURN_QUEUE, DropOldestQueue
 from voxgate.types import AudioMode, CallState
 
 
@@ -262,3 +262,42 @@ async def test_a_call_without_a_quality_sample_has_no_summary_and_a_broken_one_r
     with pytest.raises(voxgate.TransceiverGoneError, match="gone"):
         async for _ in updates:
             pass
+
+
+def turn(n: int, backend_ms: float = 300.0) -> pb.Uplink:
+    return pb.Uplink(turn=pb.TurnLatency(turn=n, total_ms=backend_ms + 100.0,
+                                         backend_ms=backend_ms, capture_send_ms=100.0,
+                                         rtt_source="rtcp"))
+
+
+async def test_turns_reach_the_attribute_the_listeners_and_the_iterators():
+    call, transport = await attached()
+    assert call.last_turn is None, "no turn until the caller's browser reports one"
+    heard: list[int] = []
+    stop = call.on_turn(lambda t: heard.append(t.turn))
+    call.on_turn(lambda t: 1 / 0)  # a failing listener is logged, the others go on
+    turns = call.turns()
+    transport.sink._on_uplink(turn(1))
+    assert call.last_turn == voxgate.TurnLatency(turn=1, total_ms=400.0, backend_ms=300.0,
+                                                 capture_send_ms=100.0, rtt_source="rtcp")
+    stop()
+    transport.sink._on_uplink(turn(2, backend_ms=50.0))
+    assert heard == [1], "stopped listeners hear no more"
+    assert call.last_turn.turn == 2 and call.last_turn.total_ms == 150.0
+    assert call.quality is None, "a turn is not a quality sample"
+    transport.sink._on_uplink(event(pb.SessionEvent.ENDED, "deleted"))
+    assert [t.turn async for t in turns] == [1, 2], "then it ends with the call"
+    assert call.last_turn.turn == 2, "the last turn outlives the call"
+    assert [t async for t in call.turns()] == [], "an ended call has no more"
+
+
+async def test_a_slow_turn_iterator_keeps_the_newest_and_a_broken_call_raises():
+    call, transport = await attached()
+    turns = call.turns()
+    for n in range(1, TURN_QUEUE + 6):
+        transport.sink._on_uplink(turn(n))
+    got = [(await anext(turns)).turn for _ in range(TURN_QUEUE)]
+    assert got == list(range(6, TURN_QUEUE + 6)), "the oldest were dropped"
+    transport.sink._on_closed(voxgate.TransceiverGoneError("gone"))
+    with pytest.raises(voxgate.TransceiverGoneError, match="gone"):
+        await anext(turns)

@@ -166,3 +166,37 @@ def test_the_quality_summary_comes_with_ended_and_is_none_without_one():
     assert _wire.quality_summary(pb.SessionEvent(kind=pb.SessionEvent.ENDED)) is None
     bare = _wire.quality_summary(pb.SessionEvent(quality=pb.QualitySummary(samples=1)))
     assert bare.samples == 1 and bare.mos_mean is None and bare.rtt_ms_max is None
+
+
+def turn_message(**fields) -> pb.TurnLatency:
+    """A turn whose parts sum to its total (412.5 ms) without playout."""
+    parts = dict(turn=3, total_ms=412.5, capture_send_ms=-1.5, network_up_ms=20.0,
+                 transceiver_up_ms=1.0, backend_ms=300.0, transceiver_down_ms=13.0,
+                 network_down_ms=20.0, jitter_buffer_ms=60.0, rtt_source="rtcp",
+                 rtp_timestamp=96_000)
+    return pb.TurnLatency(**(parts | fields))
+
+
+def test_a_turn_keeps_every_field_and_its_parts_run_mouth_to_ear_and_sum_to_the_total():
+    t = _wire.turn_latency(turn_message(total_ms=432.5, playout_ms=20.0))
+    assert t == voxgate.TurnLatency(
+        turn=3, total_ms=432.5, capture_send_ms=-1.5, network_up_ms=20.0, transceiver_up_ms=1.0,
+        backend_ms=300.0, transceiver_down_ms=13.0, network_down_ms=20.0, jitter_buffer_ms=60.0,
+        playout_ms=20.0, rtt_source="rtcp", rtp_timestamp=96_000)
+    assert t.parts() == [
+        ("capture_send", -1.5, "estimated"), ("network_up", 20.0, "estimated"),
+        ("transceiver_up", 1.0, "measured"), ("backend", 300.0, "measured"),
+        ("transceiver_down", 13.0, "measured"), ("network_down", 20.0, "estimated"),
+        ("jitter_buffer", 60.0, "client"), ("playout", 20.0, "client")]
+    assert sum(ms for _, ms, _ in t.parts()) == t.total_ms
+
+
+def test_a_turn_without_a_playout_figure_has_none_not_zero_and_no_playout_part():
+    t = _wire.turn_latency(turn_message())
+    assert t.playout_ms is None
+    assert [name for name, _, _ in t.parts()][-1] == "jitter_buffer" and len(t.parts()) == 7
+    assert sum(ms for _, ms, _ in t.parts()) == t.total_ms
+    zero = _wire.turn_latency(turn_message(playout_ms=0.0))
+    assert zero.playout_ms == 0.0, "a reported 0 stays 0"
+    assert zero.parts()[-1] == ("playout", 0.0, "client")
+    assert _wire.turn_latency(pb.TurnLatency()).rtt_source == "none"

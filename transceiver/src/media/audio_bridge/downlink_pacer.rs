@@ -23,6 +23,7 @@ use super::frame::{frame_samples, ms, scratch, FRAME, MAX_OPUS_PACKET, RTP_TICKS
 use super::opus_queue::{OpusQueue, MAX_QUEUED_DOWNLINK};
 use super::outbox::Outbox;
 use super::pending_clears::PendingClears;
+use super::reply_onset::{is_loud, ReplyOnset, ReplyOnsetWatch};
 use super::tick_grid::{CoarseTicks, TickGrid};
 use super::wall_clock::WallClock;
 use crate::metrics::BridgeCounters;
@@ -96,6 +97,8 @@ pub struct DownlinkPacer {
     started_talking: Option<StartedTalking>,
     /// Stamps the frames downlink taps hear.
     clock: WallClock,
+    /// The reply's onset after the caller pauses (for `media::turn_timing`).
+    onset: ReplyOnsetWatch,
 }
 
 impl DownlinkPacer {
@@ -121,11 +124,27 @@ impl DownlinkPacer {
             counters: BridgeCounters::default(),
             started_talking: None,
             clock,
+            onset: ReplyOnsetWatch::default(),
         }
     }
 
     pub fn counters(&self) -> &BridgeCounters {
         &self.counters
+    }
+
+    /// The caller paused: look for the reply's onset from now (see `reply_onset`).
+    pub fn watch_for_reply(&mut self, now: Instant) {
+        self.onset.arm(now);
+    }
+
+    /// The caller speaks again: stop looking.
+    pub fn stop_watching_for_reply(&mut self) {
+        self.onset.disarm();
+    }
+
+    /// The reply's onset, once found.
+    pub fn take_reply_onset(&mut self) -> Option<ReplyOnset> {
+        self.onset.take()
     }
 
     pub fn next_tick(&self) -> Option<Instant> {
@@ -226,7 +245,7 @@ impl DownlinkPacer {
 
     /// Drains backend messages; returns the next one the session must act on. On
     /// [`BridgeAction::OwnerLost`] the pacer has already let the owner go.
-    pub fn poll_downlink(&mut self, out: &mut Outbox) -> Option<BridgeAction> {
+    pub fn poll_downlink(&mut self, now: Instant, out: &mut Outbox) -> Option<BridgeAction> {
         loop {
             let full = self.queue_full();
             let owner = self.owner.as_mut()?;
@@ -263,14 +282,20 @@ impl DownlinkPacer {
                 Some(downlink::Kind::Audio(_)) if passthrough => {
                     self.counters.downlink_wrong_mode += 1
                 }
-                Some(downlink::Kind::Audio(chunk)) => self.queue_pcm(&chunk.pcm, chunk.item_id),
+                Some(downlink::Kind::Audio(chunk)) => {
+                    self.queue_pcm(now, &chunk.pcm, chunk.item_id)
+                }
                 Some(downlink::Kind::Opus(_)) if !passthrough => {
                     self.counters.downlink_wrong_mode += 1
                 }
                 Some(downlink::Kind::Opus(p)) if p.data.len() > MAX_OPUS_PACKET => {
                     self.counters.downlink_oversize += 1
                 }
-                Some(downlink::Kind::Opus(p)) => self.down_opus.push(&p.data),
+                Some(downlink::Kind::Opus(p)) => {
+                    self.down_opus.push(&p.data);
+                    let queued = self.down_opus.len() as u64 * self.passthrough_frame();
+                    self.onset.on_queued(now, self.played_samples + queued);
+                }
                 Some(downlink::Kind::Clear(_)) => self.clear(out),
                 Some(downlink::Kind::Data(d)) => return Some(BridgeAction::SendData(d)),
                 Some(downlink::Kind::Hangup(h)) => {
@@ -286,7 +311,12 @@ impl DownlinkPacer {
         }
     }
 
-    fn queue_pcm(&mut self, pcm: &[u8], item_id: String) {
+    /// A passthrough packet's share of `played_samples` (20 ms at the owner's rate).
+    fn passthrough_frame(&self) -> u64 {
+        960 * u64::from(self.rate) / 48_000
+    }
+
+    fn queue_pcm(&mut self, now: Instant, pcm: &[u8], item_id: String) {
         let samples = (pcm.len() / 2) as u64;
         if samples == 0 {
             return;
@@ -295,6 +325,8 @@ impl DownlinkPacer {
             pcm.chunks_exact(2)
                 .map(|b| i16::from_le_bytes([b[0], b[1]])),
         );
+        let end = self.played_samples + self.down_pcm.len() as u64;
+        self.onset.on_queued(now, end);
         match self.items.back_mut() {
             Some(last) if last.id == item_id => last.samples += samples,
             _ => self.items.push_back(QueuedItem {
@@ -309,6 +341,7 @@ impl DownlinkPacer {
             + self.down_opus.len() as u64 * 960
             + std::mem::take(&mut self.dropped_ahead_of_clear);
         self.drop_queued();
+        self.onset.on_cleared();
         self.counters.downlink_cleared += 1;
         let (item_id, item_played) = self.current_item.clone().unwrap_or_default();
         let msg = Uplink {
@@ -344,16 +377,22 @@ impl DownlinkPacer {
         if !connected {
             return None;
         }
+        let start = self.played_samples;
         let len = if passthrough {
             let n = self
                 .down_opus
                 .pop_into(scratch(&mut self.encode_buf, MAX_OPUS_PACKET))?;
-            self.account_played(960 * u64::from(self.rate) / 48_000, out);
+            self.account_played(self.passthrough_frame(), out);
             n
         } else {
             self.encode_frame(out)?
         };
         self.counters.downlink_frames += 1;
+        if self.onset.armed() {
+            // Passthrough audio is not decoded: every packet counts as loud.
+            let loud = passthrough || is_loud(&self.frame_buf[..frame_samples(self.rate)]);
+            self.onset.on_sent(now, start, ts, loud);
+        }
         if out.has_downlink_taps() {
             self.tell_downlink_taps(now, ts, len, passthrough, out);
         }

@@ -23,6 +23,7 @@ mod opus_queue;
 mod outbox;
 mod owner_uplink;
 mod pending_clears;
+mod reply_onset;
 mod tick_grid;
 mod uplink_decoder;
 mod wall_clock;
@@ -41,6 +42,7 @@ pub use owner_uplink::{
     UPLINK_CONTROL_RESERVE, UPLINK_QUEUE,
 };
 pub use pending_clears::PendingClears;
+pub use reply_onset::{ReplyOnset, LOUD_DBFS, QUIET_BEFORE_ONSET};
 pub use tick_grid::{CoarseTicks, TickGrid};
 use uplink_decoder::UplinkDecoder;
 use wall_clock::WallClock;
@@ -287,6 +289,13 @@ impl AudioBridge {
     }
 
     /// The caller's network quality of the last few seconds, for the owner and taps.
+    /// A turn's mouth-to-ear split, to the owner and every tap.
+    pub fn on_turn(&mut self, turn: voxgate_proto::bridge::TurnLatency) {
+        self.out.broadcast(Uplink {
+            kind: Some(uplink::Kind::Turn(turn)),
+        });
+    }
+
     pub fn on_quality(&mut self, quality: Quality) {
         self.out.broadcast(Uplink {
             kind: Some(uplink::Kind::Quality(Box::new(quality))),
@@ -328,9 +337,23 @@ impl AudioBridge {
         self.downlink.next_tick()
     }
 
+    /// The caller paused (or speaks again): the downlink looks for the reply's onset (or
+    /// stops); see `reply_onset`.
+    pub fn watch_for_reply(&mut self, now: Instant, watch: bool) {
+        if watch {
+            self.downlink.watch_for_reply(now);
+        } else {
+            self.downlink.stop_watching_for_reply();
+        }
+    }
+
+    pub fn take_reply_onset(&mut self) -> Option<ReplyOnset> {
+        self.downlink.take_reply_onset()
+    }
+
     /// Drains backend messages; returns the next one the session must act on.
-    pub fn poll_downlink(&mut self) -> Option<BridgeAction> {
-        let action = self.downlink.poll_downlink(&mut self.out);
+    pub fn poll_downlink(&mut self, now: Instant) -> Option<BridgeAction> {
+        let action = self.downlink.poll_downlink(now, &mut self.out);
         if matches!(action, Some(BridgeAction::OwnerLost)) {
             // The pacer let the owner's downlink go; its uplink goes too.
             self.out.detach(CloseReason::Released);
@@ -521,7 +544,7 @@ mod tests {
                 kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
             })
             .unwrap();
-        while b.poll_downlink().is_some() {}
+        while b.poll_downlink(Instant::now()).is_some() {}
         assert_eq!(b.counters().uplink_dropped, 35);
         // Until the reserve is used up too: 13 slots are left; the 14th message is dropped.
         for i in 0..14 {
@@ -598,22 +621,22 @@ mod tests {
         // 30 s queued: the session takes no more; 7 more seconds wait in the channel.
         for _ in 0..30 {
             down.try_send(second()).unwrap();
-            while b.poll_downlink().is_some() {}
+            while b.poll_downlink(Instant::now()).is_some() {}
         }
         for _ in 0..7 {
             down.try_send(second()).unwrap();
         }
-        assert!(b.poll_downlink().is_none());
+        assert!(b.poll_downlink(Instant::now()).is_none());
         assert_eq!(down.capacity(), 1, "the channel is full of audio");
         // The edge announces the clear before it waits for room; the bridge drops the audio
         // ahead of it, which makes that room, and takes the clear.
         clears.announce();
-        while b.poll_downlink().is_some() {}
+        while b.poll_downlink(Instant::now()).is_some() {}
         down.try_send(Downlink {
             kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
         })
         .unwrap();
-        while b.poll_downlink().is_some() {}
+        while b.poll_downlink(Instant::now()).is_some() {}
         let cleared = std::iter::from_fn(|| up.try_recv().ok())
             .find_map(|m| match m.kind {
                 Some(uplink::Kind::Cleared(c)) => Some(c),
@@ -624,7 +647,7 @@ mod tests {
         assert!(!clears.any());
         // Audio after the clear plays again.
         down.try_send(second()).unwrap();
-        while b.poll_downlink().is_some() {}
+        while b.poll_downlink(Instant::now()).is_some() {}
         let t = b.next_tick().unwrap();
         assert!(b.tick(t).is_some());
     }
@@ -662,7 +685,7 @@ mod tests {
             })),
         })
         .unwrap();
-        while b.poll_downlink().is_some() {}
+        while b.poll_downlink(Instant::now()).is_some() {}
         let mut sent = 0;
         for _ in 0..4 {
             let t = b.next_tick().unwrap();
@@ -696,7 +719,7 @@ mod tests {
         let mut sent = 0;
         for _ in 0..10 {
             t = b.next_tick().unwrap();
-            while b.poll_downlink().is_some() {}
+            while b.poll_downlink(Instant::now()).is_some() {}
             if b.tick(t).is_some() {
                 sent += 1;
             }
@@ -707,7 +730,7 @@ mod tests {
         })
         .unwrap();
         let t = b.next_tick().unwrap().max(t);
-        while b.poll_downlink().is_some() {}
+        while b.poll_downlink(Instant::now()).is_some() {}
         assert!(b.tick(t).is_none(), "nothing plays after clear");
         let cleared = std::iter::from_fn(|| up.try_recv().ok())
             .find_map(|m| match m.kind {
@@ -752,7 +775,7 @@ mod tests {
         let mut configs = Vec::new();
         for _ in 0..20 {
             let t = b.next_tick().unwrap();
-            while b.poll_downlink().is_some() {}
+            while b.poll_downlink(Instant::now()).is_some() {}
             let (packet, _) = b.tick(t).expect("a frame per tick");
             let n = decoder.decode(packet, &mut out, false).expect("decodes");
             assert_eq!(n, (rate / 50) as usize, "20 ms per frame");
@@ -891,7 +914,7 @@ mod tests {
         let mut sent = Vec::new();
         for _ in 0..6 {
             let t = b.next_tick().unwrap();
-            while b.poll_downlink().is_some() {}
+            while b.poll_downlink(Instant::now()).is_some() {}
             if let Some((_, ts)) = b.tick(t) {
                 sent.push((t, ts));
             }
@@ -899,7 +922,7 @@ mod tests {
         down.try_send(chunk(16_000, -500, "b")).unwrap();
         for _ in 0..2 {
             let t = b.next_tick().unwrap();
-            while b.poll_downlink().is_some() {}
+            while b.poll_downlink(Instant::now()).is_some() {}
             sent.extend(b.tick(t).map(|(_, ts)| (t, ts)));
         }
         down.try_send(Downlink {
@@ -907,7 +930,7 @@ mod tests {
         })
         .unwrap();
         let t = b.next_tick().unwrap();
-        while b.poll_downlink().is_some() {}
+        while b.poll_downlink(Instant::now()).is_some() {}
         assert!(b.tick(t).is_none());
         assert_eq!(sent.len(), 5, "three frames of a, two of b");
 
@@ -985,7 +1008,7 @@ mod tests {
         }
         for _ in 0..4 {
             let t = b.next_tick().unwrap();
-            while b.poll_downlink().is_some() {}
+            while b.poll_downlink(Instant::now()).is_some() {}
             assert!(b.tick(t).is_some());
         }
         let got: Vec<Uplink> = std::iter::from_fn(|| rec.try_recv().ok()).collect();

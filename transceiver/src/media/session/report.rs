@@ -4,7 +4,7 @@
 use crate::media::audio_bridge::StartedTalking;
 use crate::media::quality::QualitySample;
 use crate::media::rtcp_bounds::Implausible;
-use crate::metrics::{BridgeCounters, HandoffHistogram};
+use crate::metrics::{BridgeCounters, HandoffHistogram, TurnCounts};
 
 use super::state::OwnerLoss;
 
@@ -23,4 +23,6 @@ pub struct SessionReport {
     pub quality: Option<QualitySample>,
     /// Implausible values in the caller's reports since the last look (`rtcp_bounds`).
     pub rtcp_implausible: Implausible,
+    /// Turn totals and dropped turn reports since the last look (`turn_timing`).
+    pub turns: Option<TurnCounts>,
 }

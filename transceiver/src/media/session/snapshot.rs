@@ -5,6 +5,7 @@ use serde::Serialize;
 use crate::media::quality::QualitySnapshot;
 use crate::media::session::path::ClientPath;
 use crate::media::session::state::SessionState;
+use crate::media::turn_timing::TurnsSnapshot;
 use crate::metrics::BridgeCounters;
 
 /// Per-session counters, owned by the loop, reported by `GET /v1/sessions/{id}`.
@@ -43,6 +44,9 @@ pub struct SessionSnapshot {
     /// The caller's network: RTT, jitter, loss and MOS per direction, and the last minute's
     /// samples (see `media::quality`).
     pub quality: QualitySnapshot,
+    /// The caller's turns: how many, reports dropped, and the last few splits (see
+    /// `media::turn_timing`).
+    pub turns: TurnsSnapshot,
 }
 
 /// One authenticated path of a session, as `GET /v1/sessions/{id}` shows it.
