@@ -39,6 +39,17 @@ impl WebClient {
 
     /// As [`WebClient::start_at`], with `token` as the bearer of the first POST.
     pub fn start_with(signal_url: &str, lifetime: Duration, token: Option<&str>) -> WebClient {
+        Self::start_with_env(
+            signal_url,
+            lifetime,
+            &[("TOKEN", token.unwrap_or_default())],
+        )
+    }
+
+    /// As [`WebClient::start_at`], with more of the driver's environment (its header lists it):
+    /// `("TOKEN", ..)`, or `("MIC_PATTERN", "tone:1200,silence:2800")` for a fake microphone
+    /// that speaks 1.2 s out of every 4 s instead of a steady tone (turns to time).
+    pub fn start_with_env(signal_url: &str, lifetime: Duration, env: &[(&str, &str)]) -> WebClient {
         let root = repo_root();
         assert!(
             root.join("tests/browser/node_modules/playwright-core/package.json")
@@ -50,7 +61,10 @@ impl WebClient {
             .current_dir(root.join("tests/browser"))
             .env("SIGNAL_URL", signal_url)
             .env("HARD_TIMEOUT_MS", lifetime.as_millis().to_string())
-            .env("TOKEN", token.unwrap_or_default())
+            // No bearer and a steady tone unless asked, whatever this process's environment says.
+            .env("TOKEN", "")
+            .env_remove("MIC_PATTERN")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -143,6 +157,12 @@ impl WebClient {
 
     pub fn stats(&mut self) -> Value {
         self.run(json!({"cmd": "stats"}), Duration::from_secs(10))
+    }
+
+    /// `{turns, reports}`: the `turn` splits the client emitted so far (`{turn, totalMs, parts}`)
+    /// and the `turn.report` messages it sent on its `voxgate.turns` channel.
+    pub fn turns(&mut self) -> Value {
+        self.run(json!({"cmd": "turns"}), Duration::from_secs(10))
     }
 }
 

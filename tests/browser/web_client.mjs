@@ -4,7 +4,10 @@
 // transceiver/tests/web_client.rs. The page is the transceiver's own origin (its /healthz, so no
 // page script runs) and imports /voxgate.js from it, as an app would.
 //
-// Env: SIGNAL_URL (required), TOKEN (optional), HARD_TIMEOUT_MS (optional, default 120000).
+// Env: SIGNAL_URL (required), TOKEN (optional), HARD_TIMEOUT_MS (optional, default 120000),
+// MIC_PATTERN (optional): the fake microphone as a tone/silence pattern in ms, e.g.
+// `tone:1200,silence:2800` (a 440 Hz tone, then silence; Chromium loops the file, so the caller
+// speaks 1.2 s every 4 s); without it the microphone is a steady tone.
 // stdin, one JSON object per line:
 //   {"cmd":"connect","port":N?}  connect(); with `port`, every answer's UDP candidates are
 //                                rewritten to 127.0.0.1:port and its TCP candidates dropped (the
@@ -17,9 +20,15 @@
 //                                {maxGapMs, loudMs, lastLoudAt}: the longest stretch between two
 //                                loud 10 ms samples of the remote audio (the gap a person hears),
 //                                loud time in total, and the last loud sample's time
+//   {"cmd":"turns"}              {turns, reports}: the client's `turn` events so far (the
+//                                transceiver's splits: {turn, totalMs, parts: [{name, ms,
+//                                source}]}, with `at`, `wall`) and the `turn.report` messages it
+//                                sent on the voxgate.turns channel (as sent, with `wall`)
 // stdout, one JSON object per line: {"event":"ready"}, {"event":"connected","sessionId",...},
 // {"event":"state","state"}, {"event":"message","message"}, {"event":"ended","reason"},
 // {"event":"resumed","sessionId","previousSessionId","gapMs"} (the call moved to a new session),
+// {"event":"turn","turn","totalMs","parts","at","wall"} (a split from the transceiver, as it
+// arrives), {"event":"turn_report","report","wall"} (a report the client sent),
 // {"event":"ice","state","wall"} and {"event":"candidate","candidate","wall"} (every peer
 // connection's ICE states and gathered candidates, wall clock in ms),
 // {"event":"done","cmd","result"} after each command (`stats`: its result is {stats, state,
@@ -28,7 +37,7 @@
 
 import { chromium } from 'playwright-core';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -56,11 +65,51 @@ setTimeout(() => {
   void quit(1);
 }, HARD_TIMEOUT_MS).unref();
 
-// The fake microphone: a steady 440 Hz tone (looped by Chromium).
+// The fake microphone (looped by Chromium): a steady 440 Hz tone, or MIC_PATTERN's.
 const wav = join(tmp, 'mic.wav');
-execFileSync('sox', ['-n', '-r', '48000', '-c', '1', '-b', '16', wav, 'synth', '10', 'sine', '440', 'vol', '0.5'], {
-  stdio: ['ignore', 'ignore', 'pipe'],
-});
+if (process.env.MIC_PATTERN) {
+  writeFileSync(wav, patternWav(process.env.MIC_PATTERN));
+} else {
+  execFileSync('sox', ['-n', '-r', '48000', '-c', '1', '-b', '16', wav, 'synth', '10', 'sine', '440', 'vol', '0.5'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+}
+
+/** A 48 kHz mono 16-bit WAV of `tone:MS` (440 Hz at half scale) and `silence:MS` segments. */
+function patternWav(pattern) {
+  const rate = 48_000;
+  const segments = pattern.split(',').map((part) => {
+    const m = /^\s*(tone|silence):(\d+)\s*$/.exec(part);
+    if (!m || Number(m[2]) <= 0) {
+      process.stderr.write(`web_client: bad MIC_PATTERN segment ${JSON.stringify(part)} (want tone:MS or silence:MS)\n`);
+      rmSync(tmp, { recursive: true, force: true });
+      process.exit(2);
+    }
+    return { tone: m[1] === 'tone', samples: Math.round((Number(m[2]) * rate) / 1000) };
+  });
+  const total = segments.reduce((n, s) => n + s.samples, 0);
+  const out = Buffer.alloc(44 + total * 2);
+  out.write('RIFF', 0);
+  out.writeUInt32LE(36 + total * 2, 4);
+  out.write('WAVEfmt ', 8);
+  out.writeUInt32LE(16, 16);
+  out.writeUInt16LE(1, 20); // PCM
+  out.writeUInt16LE(1, 22); // mono
+  out.writeUInt32LE(rate, 24);
+  out.writeUInt32LE(rate * 2, 28);
+  out.writeUInt16LE(2, 32);
+  out.writeUInt16LE(16, 34);
+  out.write('data', 36);
+  out.writeUInt32LE(total * 2, 40);
+  let i = 0;
+  for (const s of segments) {
+    for (let n = 0; n < s.samples; n++, i++) {
+      const v = s.tone ? Math.round(0.5 * 32767 * Math.sin((2 * Math.PI * 440 * n) / rate)) : 0;
+      out.writeInt16LE(v, 44 + i * 2);
+    }
+  }
+  return out;
+}
 
 browser = await chromium.launch({
   executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
@@ -94,6 +143,9 @@ await page.evaluate(async ({ base, token }) => {
   const report = (o) => window.voxgateReport(o);
   // Every peer connection the library makes reports its ICE states and late candidates, with
   // the wall clock, so a test can tell when the browser itself noticed a fault.
+  // What the client sends on its turns channel is kept as sent, for `turns`.
+  const reports = [];
+  const turns = [];
   const Native = window.RTCPeerConnection;
   window.RTCPeerConnection = class extends Native {
     constructor(...args) {
@@ -102,6 +154,21 @@ await page.evaluate(async ({ base, token }) => {
         report({ event: 'ice', state: this.iceConnectionState, wall: Date.now() }));
       this.addEventListener('icecandidate', (e) =>
         report({ event: 'candidate', candidate: e.candidate?.candidate ?? null, wall: Date.now() }));
+    }
+    createDataChannel(label, init) {
+      const channel = super.createDataChannel(label, init);
+      if (label === 'voxgate.turns') {
+        const send = channel.send.bind(channel);
+        channel.send = (data) => {
+          send(data);
+          let parsed = data;
+          try { parsed = JSON.parse(data); } catch { /* kept as text */ }
+          const r = { report: parsed, wall: Date.now() };
+          reports.push(r);
+          report({ event: 'turn_report', ...r });
+        };
+      }
+      return channel;
     }
   };
   const lib = await import(base + '/voxgate.js');
@@ -172,6 +239,11 @@ await page.evaluate(async ({ base, token }) => {
         call.on('message', (message) => report({ event: 'message', message }));
         call.on('ended', (reason) => report({ event: 'ended', reason, at: performance.now() }));
         call.on('resumed', (r) => report({ event: 'resumed', ...r, at: performance.now(), wall: Date.now() }));
+        call.on('turn', (t) => {
+          const e = { ...t, at: performance.now(), wall: Date.now() };
+          turns.push(e);
+          report({ event: 'turn', ...e });
+        });
         // Render what the backend sends: Chromium measures inbound audio energy only then.
         const el = new Audio();
         el.srcObject = call.remoteStream;
@@ -201,6 +273,8 @@ await page.evaluate(async ({ base, token }) => {
         return { stats: await call.stats(), state: call.state, attempts: call.reconnectAttempts };
       case 'heard':
         return heard(c.since);
+      case 'turns':
+        return { turns, reports };
       case 'hangup':
         await call.hangup();
         break;

@@ -4,11 +4,16 @@ import type { ReconnectOptions } from "./reconnect";
 import { type LivenessOptions } from "./liveness";
 import { Signaling } from "./signaling";
 import { type CallStats } from "./stats";
+import { type TurnLatency, type TurnReport } from "./turns";
 export type CallEvents = {
     state: [CallState];
     message: [unknown];
     resumed: [Resumed];
     ended: [EndReason];
+    /** The transceiver's split of a turn this client reported. */
+    turn: [TurnLatency];
+    /** A turn this browser measured, as reported (or not: `sent`) to the transceiver. */
+    turnReport: [TurnReport];
 };
 /** The call moved to a new session (a resume): what the `resumed` event carries. */
 export interface Resumed {
@@ -17,15 +22,35 @@ export interface Resumed {
     /** How long no connection carried the call: from the old one's loss (or close) to the new one's. */
     gapMs: number;
 }
-/** A PeerConnection and its data channel. */
+/** A PeerConnection, its app data channel and its turns channel (`voxgate.turns`), if any. */
 export interface Peer {
     pc: RTCPeerConnection;
     channel: RTCDataChannel;
+    turns?: RTCDataChannel | null;
 }
+/** A running level sampler (see `LevelTapFactory`). */
+export interface LevelTap {
+    close(): void;
+}
+/**
+ * Starts sampling the microphone and the reply (whatever track `remote` holds now) every 10 ms:
+ * `onSample(performance.now(), micDbfs, remoteDbfs)`, RMS levels of the last ~10 ms.
+ */
+export type LevelTapFactory = (mic: MediaStream, remote: MediaStream, onSample: (tMs: number, micDbfs: number, remoteDbfs: number) => void) => LevelTap;
+/**
+ * The browser's LevelTap: one AudioContext, an AnalyserNode (512 samples) on the microphone and
+ * one on the reply's current track, polled every 10 ms. Chromium feeds a remote WebRTC track to
+ * WebAudio only while a media element plays it too (the app's `<audio>`, which it has anyway
+ * to hear the reply); the context is resumed until it runs (a page without a user gesture may
+ * keep it suspended: no samples then, no turns).
+ */
+export declare const webAudioTap: LevelTapFactory;
 /** What the call needs from its creator (see `connect`). */
 export interface CallParts {
     pc: RTCPeerConnection;
     channel: RTCDataChannel;
+    /** The first connection's `voxgate.turns` channel (`newPeer` makes one for each resume). */
+    turns?: RTCDataChannel | null;
     /**
      * A new PeerConnection set up like the first (same mic track, transceivers, channel label),
      * for a resume; without it the call cannot resume.
@@ -40,6 +65,10 @@ export interface CallParts {
     answerTransform?: (sdp: string) => string;
     /** How long to wait for ICE gathering before sending what is gathered. */
     gatherTimeoutMs: number;
+    /** Measure turns once connected (needs a mic track and the turns channels). */
+    turnTiming?: boolean;
+    /** Test hook: what samples the levels for turn timing (the WebAudio one by default). */
+    levelTap?: LevelTapFactory;
 }
 /** Messages `send()` holds while the call resumes; one more is refused (`busy`). */
 export declare const MAX_QUEUED_WHILE_RESUMING = 256;
@@ -59,7 +88,12 @@ export declare class Call extends Emitter<CallEvents> {
     private readonly refresh;
     private pc;
     private channel;
+    private turns;
     private detach;
+    private readonly detector;
+    /** The receive-delay counters at the last report, of the current connection. */
+    private delays;
+    private tap;
     /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
     private pending;
     private location;
@@ -146,6 +180,14 @@ export declare class Call extends Emitter<CallEvents> {
     /** Ended, or ending at the app's request: a resume under way stops. */
     private aborted;
     private onMessage;
+    private startTurnTiming;
+    private onLevels;
+    /** The RTP timestamp of the reply's most recently played packet (null if none yet). */
+    private playingRtpTimestamp;
+    /** Sends a turn's report with the receive delays since the last one, and emits it. */
+    private reportTurn;
+    /** The turns channel carries the transceiver's splits only; anything else is dropped. */
+    private onTurnsMessage;
     /** Ends the call once: closes everything and emits `state` then `ended`. */
     private finish;
 }

@@ -2,7 +2,7 @@ import { Call } from "./call";
 import type { LivenessOptions } from "./liveness";
 import type { ReconnectOptions } from "./reconnect";
 import { type Fetch } from "./signaling";
-export { Call, type CallEvents, type Resumed } from "./call";
+export { Call, webAudioTap, type CallEvents, type LevelTap, type LevelTapFactory, type Resumed } from "./call";
 export { Continuity, restartResultOf, resumeResultOf, type RestartResult, type ResumeResult, type Step, } from "./continuity";
 export { VoxgateError, type ErrorCode } from "./errors";
 export { DEFAULT_LIVENESS, Liveness, probeResultOf, type LivenessOptions, type LivenessStep, type ProbeResult, type SilentPath, } from "./liveness";
@@ -12,6 +12,7 @@ export { DEFAULT_RESUME_TTL_SECS, RefreshSchedule, refreshIntervalMs } from "./r
 export { Signaling, credentialExpiry, credentialGeneration, parseLinkIceServers, parseResumeHeaders, parseRetryAfter, sessionIdOf, sessionsUrl, type Created, type ResumeCredential, } from "./signaling";
 export { CallStateMachine, type CallState, type EndReason } from "./state";
 export { receivedTotal, summarise, type CallStats, type UplinkReport } from "./stats";
+export { HANGOVER_MS, MIN_SPURT_MS, QUIET_BEFORE_ONSET_MS, ReceiveDelays, TURNS_LABEL, TurnDetector, VOICED_DBFS, levelDbfs, parseTurnLatency, reportMessage, type HeardTurn, type TurnLatency, type TurnPart, type TurnPartSource, type TurnReport, } from "./turns";
 export interface ConnectOptions {
     /** Bearer token for signaling. */
     token?: string;
@@ -36,6 +37,12 @@ export interface ConnectOptions {
     gatherTimeoutMs?: number;
     /** How long a PATCH, GET, DELETE or credential refresh may wait for its answer (5000 ms). */
     requestTimeoutMs?: number;
+    /**
+     * Measure each turn's mouth-to-ear time (the caller's end of speech to the reply heard) and
+     * report it to the transceiver on a `voxgate.turns` data channel; its split comes back as the
+     * `turn` event. Default: on where `AudioContext` exists and there is a microphone track.
+     */
+    turnTiming?: boolean;
     /** Test hook: rewrites every answer SDP before it is applied. */
     answerTransform?: (sdp: string) => string;
     fetch?: Fetch;

@@ -762,13 +762,227 @@ function summarise(report) {
   return s;
 }
 
+// src/turns.ts
+var TURNS_LABEL = "voxgate.turns";
+var VOICED_DBFS = -50;
+var MIN_SPURT_MS = 100;
+var HANGOVER_MS = 250;
+var QUIET_BEFORE_ONSET_MS = 100;
+var MAX_SAMPLE_MS = 20;
+var FIRST_SAMPLE_MS = 10;
+var TurnDetector = class {
+  constructor() {
+    this.lastMicAt = null;
+    /** Voiced time since the last HANGOVER_MS of quiet. */
+    this.voicedMs = 0;
+    this.lastVoicedAt = null;
+    /** The end of speech, tentative until `confirmed`. */
+    this.end = null;
+    this.confirmed = false;
+    this.onset = null;
+    this.lastRemoteLoudAt = null;
+  }
+  /** A microphone sample at `tMs`; returns the turn it completes, if any. */
+  mic(tMs, dbfs) {
+    const dt = this.lastMicAt === null ? FIRST_SAMPLE_MS : Math.min(Math.max(tMs - this.lastMicAt, 0), MAX_SAMPLE_MS);
+    this.lastMicAt = tMs;
+    if (dbfs >= VOICED_DBFS) {
+      this.voicedMs += dt;
+      this.lastVoicedAt = tMs;
+      if (this.end !== null && (!this.confirmed || this.voicedMs >= MIN_SPURT_MS)) this.cancel();
+      return null;
+    }
+    if (this.lastVoicedAt === null) return null;
+    if (this.voicedMs >= MIN_SPURT_MS && this.end === null) this.end = this.lastVoicedAt;
+    if (this.voicedMs > 0 && tMs - this.lastVoicedAt >= HANGOVER_MS) {
+      this.voicedMs = 0;
+      if (this.end !== null) this.confirmed = true;
+    }
+    return this.complete();
+  }
+  /**
+   * A sample of the reply at `tMs`, with the RTP timestamp of the packet playing (read by the
+   * caller for loud samples; null otherwise or if unknown); returns the turn it completes.
+   */
+  remote(tMs, dbfs, rtpTimestamp) {
+    const loud = dbfs >= VOICED_DBFS;
+    if (!loud) return null;
+    if (this.end !== null && this.onset === null) {
+      const quietFrom = Math.max(this.end, this.lastRemoteLoudAt ?? -Infinity);
+      if (tMs - quietFrom >= QUIET_BEFORE_ONSET_MS) {
+        this.onset = { at: tMs, rtp: rtpTimestamp };
+        this.lastRemoteLoudAt = tMs;
+        return this.complete();
+      }
+    }
+    this.lastRemoteLoudAt = tMs;
+    return null;
+  }
+  /** Whether a loud remote sample now could be the reply's onset (its RTP timestamp matters). */
+  get watching() {
+    return this.end !== null && this.onset === null;
+  }
+  /** Forgets everything (a new connection: what was under way is not a turn of it). */
+  reset() {
+    this.lastMicAt = null;
+    this.voicedMs = 0;
+    this.lastVoicedAt = null;
+    this.lastRemoteLoudAt = null;
+    this.cancel();
+  }
+  cancel() {
+    this.end = null;
+    this.confirmed = false;
+    this.onset = null;
+  }
+  complete() {
+    const { end, onset } = this;
+    if (end === null || onset === null || !this.confirmed) return null;
+    this.cancel();
+    return { speechEndAt: end, heardAt: onset.at, speechEndToHeardMs: onset.at - end, rtpTimestamp: onset.rtp };
+  }
+};
+function levelDbfs(samples) {
+  if (samples.length === 0) return -Infinity;
+  let sum = 0;
+  for (let i = 0; i < samples.length; i++) sum += samples[i] * samples[i];
+  return 10 * Math.log10(sum / samples.length);
+}
+var finite = (v) => typeof v === "number" && Number.isFinite(v);
+var round1 = (v) => v === null || !Number.isFinite(v) ? null : Math.round(v * 10) / 10;
+var ReceiveDelays = class {
+  constructor() {
+    this.jb = { delay: 0, count: 0 };
+    this.playout = { delay: 0, count: 0 };
+  }
+  take(report) {
+    const all = [...typeof report.values === "function" ? report.values() : report];
+    const inbound = all.find((s) => s.type === "inbound-rtp" && (s.kind ?? s.mediaType) === "audio");
+    const playout = all.find((s) => s.type === "media-playout" && inbound && s.id === inbound.playoutId) ?? all.find((s) => s.type === "media-playout" && (s.kind === void 0 || s.kind === "audio"));
+    const mean = (prev, delay, count) => {
+      if (!finite(delay) || !finite(count)) return null;
+      const [dd, dc] = [delay - prev.delay, count - prev.count];
+      prev.delay = delay;
+      prev.count = count;
+      return dc > 0 && dd >= 0 ? dd / dc * 1e3 : null;
+    };
+    return {
+      jitterBufferMs: inbound ? mean(this.jb, inbound.jitterBufferDelay, inbound.jitterBufferEmittedCount) : null,
+      playoutMs: playout ? mean(this.playout, playout.totalPlayoutDelay, playout.totalSamplesCount) : null,
+      rttMs: selectedRtt(all)
+    };
+  }
+};
+function selectedRtt(all) {
+  const transport = all.find((s) => s.type === "transport" && typeof s.selectedCandidatePairId === "string");
+  const pair = transport ? all.find((s) => s.type === "candidate-pair" && s.id === transport.selectedCandidatePairId) : all.find((s) => s.type === "candidate-pair" && s.nominated === true && s.state === "succeeded");
+  return pair && finite(pair.currentRoundTripTime) ? pair.currentRoundTripTime * 1e3 : null;
+}
+function turnReportOf(turn, delays, sent = false) {
+  const nonNegative = (v) => v !== null && v >= 0 ? round1(v) : null;
+  const ts = turn.rtpTimestamp;
+  return {
+    speechEndToHeardMs: Math.max(0, round1(turn.speechEndToHeardMs) ?? 0),
+    rtpTimestamp: ts !== null && Number.isInteger(ts) && ts >= 0 && ts <= 4294967295 ? ts : null,
+    jitterBufferMs: nonNegative(delays.jitterBufferMs),
+    playoutMs: nonNegative(delays.playoutMs),
+    rttMs: nonNegative(delays.rttMs),
+    sent
+  };
+}
+function reportMessage(r) {
+  return JSON.stringify({
+    type: "turn.report",
+    speech_end_to_heard_ms: r.speechEndToHeardMs,
+    rtp_timestamp: r.rtpTimestamp,
+    jitter_buffer_ms: r.jitterBufferMs,
+    playout_ms: r.playoutMs,
+    rtt_ms: r.rttMs
+  });
+}
+var SOURCES = ["measured", "estimated", "client"];
+var MAX_TURN_PARTS = 16;
+function parseTurnLatency(data) {
+  let m = data;
+  if (typeof data === "string") {
+    try {
+      m = JSON.parse(data);
+    } catch {
+      return null;
+    }
+  }
+  if (!m || typeof m !== "object") return null;
+  const o = m;
+  if (o.type !== "turn.latency" || !Number.isSafeInteger(o.turn) || o.turn < 0) return null;
+  if (!finite(o.total_ms) || o.total_ms < 0) return null;
+  if (!Array.isArray(o.parts) || o.parts.length === 0 || o.parts.length > MAX_TURN_PARTS) return null;
+  const parts = [];
+  for (const p of o.parts) {
+    const q = p ?? {};
+    if (typeof q.name !== "string" || q.name.length === 0 || q.name.length > 64) return null;
+    if (!finite(q.ms) || q.ms < 0 && q.name !== "capture_send") return null;
+    if (typeof q.source !== "string" || !SOURCES.includes(q.source)) return null;
+    parts.push({ name: q.name, ms: q.ms, source: q.source });
+  }
+  return { turn: o.turn, totalMs: o.total_ms, parts };
+}
+
 // src/call.ts
+var webAudioTap = (mic, remote, onSample) => {
+  const ctx = new AudioContext();
+  const analyser = () => {
+    const a = ctx.createAnalyser();
+    a.fftSize = 512;
+    return a;
+  };
+  const [micAnalyser, remoteAnalyser] = [analyser(), analyser()];
+  const micSource = ctx.createMediaStreamSource(mic);
+  micSource.connect(micAnalyser);
+  const buf = new Float32Array(512);
+  const level = (a) => {
+    a.getFloatTimeDomainData(buf);
+    return levelDbfs(buf);
+  };
+  let track = null;
+  let source = null;
+  let resumedAt = -Infinity;
+  const timer = setInterval(() => {
+    const t = performance.now();
+    if (ctx.state === "suspended") {
+      if (t - resumedAt >= 1e3) {
+        resumedAt = t;
+        ctx.resume().catch(() => {
+        });
+      }
+      return;
+    }
+    const now = remote.getAudioTracks()[0] ?? null;
+    if (now !== track) {
+      source?.disconnect();
+      source = now ? ctx.createMediaStreamSource(new MediaStream([now])) : null;
+      source?.connect(remoteAnalyser);
+      track = now;
+    }
+    onSample(t, level(micAnalyser), source ? level(remoteAnalyser) : -Infinity);
+  }, 10);
+  return {
+    close() {
+      clearInterval(timer);
+      micSource.disconnect();
+      source?.disconnect();
+      ctx.close().catch(() => {
+      });
+    }
+  };
+};
 var isUp = (ice) => ice === "connected" || ice === "completed";
 var MAX_QUEUED_WHILE_RESUMING = 256;
 function closePeer(peer) {
-  try {
-    peer.channel.close();
-  } catch {
+  for (const channel of [peer.channel, peer.turns]) {
+    try {
+      channel?.close();
+    } catch {
+    }
   }
   peer.pc.close();
 }
@@ -784,8 +998,13 @@ var Call = class extends Emitter {
      */
     this.awaitingTraffic = false;
     this.refresh = new RefreshSchedule();
+    this.turns = null;
     this.detach = () => {
     };
+    this.detector = new TurnDetector();
+    /** The receive-delay counters at the last report, of the current connection. */
+    this.delays = new ReceiveDelays();
+    this.tap = null;
     /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
     this.pending = null;
     this.location = "";
@@ -806,7 +1025,7 @@ var Call = class extends Emitter {
     this.remoteStream = new MediaStream();
     this.pc = p.pc;
     this.channel = p.channel;
-    this.adopt({ pc: p.pc, channel: p.channel });
+    this.adopt({ pc: p.pc, channel: p.channel, turns: p.turns });
     this.watchNetwork();
   }
   /** Makes `peer` the call's connection; the previous one's listeners are removed. */
@@ -814,6 +1033,12 @@ var Call = class extends Emitter {
     this.detach();
     this.pc = peer.pc;
     this.channel = peer.channel;
+    this.turns = peer.turns ?? null;
+    this.detector.reset();
+    this.delays = new ReceiveDelays();
+    const turns = this.turns;
+    const onTurns = (e) => this.onTurnsMessage(e.data);
+    turns?.addEventListener("message", onTurns);
     const onTrack = (e) => {
       for (const t of this.remoteStream.getTracks()) {
         if (t.kind === e.track.kind && t !== e.track) this.remoteStream.removeTrack(t);
@@ -831,6 +1056,7 @@ var Call = class extends Emitter {
       peer.pc.removeEventListener("iceconnectionstatechange", onIce);
       peer.channel.removeEventListener("message", onMessage);
       peer.channel.removeEventListener("open", onIce);
+      turns?.removeEventListener("message", onTurns);
     };
   }
   get state() {
@@ -870,6 +1096,7 @@ var Call = class extends Emitter {
       this.finish("failed");
       throw e;
     }
+    this.startTurnTiming();
   }
   /**
    * Sends a message on the data channel (objects as JSON). While the call resumes, messages are
@@ -1204,7 +1431,7 @@ var Call = class extends Emitter {
         return;
       }
       this.gapFrom ?? (this.gapFrom = this.pathLostAt ?? Date.now());
-      const old = { pc: this.pc, channel: this.channel };
+      const old = { pc: this.pc, channel: this.channel, turns: this.turns };
       this.pending = null;
       this.adopt(peer);
       closePeer(old);
@@ -1283,6 +1510,62 @@ var Call = class extends Emitter {
     }
     this.emit("message", parsed);
   }
+  // ---- turn timing (turns.ts) --------------------------------------------------------------
+  startTurnTiming() {
+    const mic = this.p.micStream;
+    if (!this.p.turnTiming || this.tap || this.ended() || !mic || mic.getAudioTracks().length === 0) return;
+    try {
+      this.tap = (this.p.levelTap ?? webAudioTap)(mic, this.remoteStream, (t, m, r) => this.onLevels(t, m, r));
+    } catch (e) {
+      console.debug("voxgate: no turn timing", e);
+    }
+  }
+  onLevels(tMs, micDbfs, remoteDbfs) {
+    const spoke = this.detector.mic(tMs, micDbfs);
+    const rtp = remoteDbfs >= VOICED_DBFS && this.detector.watching ? this.playingRtpTimestamp() : null;
+    const heard = this.detector.remote(tMs, remoteDbfs, rtp);
+    for (const turn of [spoke, heard]) if (turn) void this.reportTurn(turn);
+  }
+  /** The RTP timestamp of the reply's most recently played packet (null if none yet). */
+  playingRtpTimestamp() {
+    try {
+      const receiver = this.pc.getReceivers().find((r) => r.track?.kind === "audio");
+      let latest = null;
+      for (const s of receiver?.getSynchronizationSources() ?? []) {
+        if (!latest || s.timestamp > latest.timestamp) latest = s;
+      }
+      return typeof latest?.rtpTimestamp === "number" ? latest.rtpTimestamp : null;
+    } catch {
+      return null;
+    }
+  }
+  /** Sends a turn's report with the receive delays since the last one, and emits it. */
+  async reportTurn(turn) {
+    const [pc, counters] = [this.pc, this.delays];
+    let delays = { jitterBufferMs: null, playoutMs: null, rttMs: null };
+    try {
+      delays = counters.take(await pc.getStats());
+    } catch {
+    }
+    if (this.ended() || pc !== this.pc) return;
+    const report = turnReportOf(turn, delays);
+    const channel = this.turns;
+    if (channel && channel.readyState === "open") {
+      try {
+        channel.send(reportMessage(report));
+        report.sent = true;
+      } catch {
+      }
+    }
+    this.emit("turnReport", report);
+  }
+  /** The turns channel carries the transceiver's splits only; anything else is dropped. */
+  onTurnsMessage(data) {
+    if (this.ended()) return;
+    const split = parseTurnLatency(data);
+    if (split) this.emit("turn", split);
+    else console.debug("voxgate: dropped a malformed message on voxgate.turns", data);
+  }
   /** Ends the call once: closes everything and emits `state` then `ended`. */
   finish(reason) {
     if (!this.sm.end(reason)) return false;
@@ -1294,11 +1577,13 @@ var Call = class extends Emitter {
     this.liveTimer = null;
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.refreshTimer = null;
+    this.tap?.close();
+    this.tap = null;
     for (const u of this.unhook.splice(0)) u();
     if (this.pending) closePeer(this.pending);
     this.pending = null;
     this.queued = [];
-    closePeer({ pc: this.pc, channel: this.channel });
+    closePeer({ pc: this.pc, channel: this.channel, turns: this.turns });
     this.emit("state", "ended");
     this.emit("ended", reason);
     return true;
@@ -1320,13 +1605,15 @@ function micConstraints(overrides) {
 // src/index.ts
 async function connect(url, opts = {}) {
   const micStream = opts.audio instanceof MediaStream ? opts.audio : await navigator.mediaDevices.getUserMedia({ audio: micConstraints(opts.audio) });
+  const track = micStream.getAudioTracks()[0];
+  const turnTiming = opts.turnTiming !== false && typeof AudioContext !== "undefined" && !!track;
   const newPeer = (iceServers) => {
     const pc = new RTCPeerConnection({ iceServers });
-    const track = micStream.getAudioTracks()[0];
     if (track) pc.addTrack(track, micStream);
     else pc.addTransceiver("audio", { direction: "recvonly" });
     const channel = pc.createDataChannel(opts.channelLabel ?? "oai-events");
-    return { pc, channel };
+    const turns = turnTiming ? pc.createDataChannel(TURNS_LABEL) : null;
+    return { pc, channel, turns };
   };
   const first = newPeer(opts.iceServers ?? []);
   const call = new Call({
@@ -1342,7 +1629,8 @@ async function connect(url, opts = {}) {
     reconnect: opts.reconnect,
     liveness: opts.liveness,
     answerTransform: opts.answerTransform,
-    gatherTimeoutMs: opts.gatherTimeoutMs ?? 1500
+    gatherTimeoutMs: opts.gatherTimeoutMs ?? 1500,
+    turnTiming
   });
   await call.start(url, opts.connectTimeoutMs ?? 15e3);
   return call;
@@ -1355,24 +1643,35 @@ export {
   DEFAULT_MIC,
   DEFAULT_RECONNECT,
   DEFAULT_RESUME_TTL_SECS,
+  HANGOVER_MS,
   Liveness,
+  MIN_SPURT_MS,
+  QUIET_BEFORE_ONSET_MS,
+  ReceiveDelays,
   ReconnectPolicy,
   RefreshSchedule,
   Signaling,
+  TURNS_LABEL,
+  TurnDetector,
+  VOICED_DBFS,
   VoxgateError,
   connect,
   credentialExpiry,
   credentialGeneration,
+  levelDbfs,
   micConstraints,
   parseLinkIceServers,
   parseResumeHeaders,
   parseRetryAfter,
+  parseTurnLatency,
   probeResultOf,
   receivedTotal,
   refreshIntervalMs,
+  reportMessage,
   restartResultOf,
   resumeResultOf,
   sessionIdOf,
   sessionsUrl,
-  summarise
+  summarise,
+  webAudioTap
 };

@@ -15,6 +15,11 @@
 // credential, and on 201 swaps it in: the old one is closed and its listeners removed, so
 // nothing of it reaches the call any more; `remoteStream` stays the same object, its track
 // replaced by the new connection's.
+//
+// Turn timing (turns.ts): while connected, the microphone and the reply are sampled every 10 ms
+// through WebAudio (a LevelTap) into a TurnDetector; each turn found goes to the transceiver as
+// a `turn.report` on the connection's `voxgate.turns` channel, and its `turn.latency` answer is
+// the `turn` event. The detector and the receive-delay counters start again on a new connection.
 
 import { Emitter } from "./emitter";
 import { VoxgateError } from "./errors";
@@ -25,12 +30,29 @@ import { Liveness, probeResultOf, type LivenessOptions, type ProbeResult } from 
 import { RefreshSchedule } from "./refresh";
 import { Signaling, sessionIdOf, type ResumeCredential } from "./signaling";
 import { receivedTotal, summarise, type CallStats } from "./stats";
+import {
+  ReceiveDelays,
+  TurnDetector,
+  VOICED_DBFS,
+  levelDbfs,
+  parseTurnLatency,
+  reportMessage,
+  turnReportOf,
+  type Delays,
+  type HeardTurn,
+  type TurnLatency,
+  type TurnReport,
+} from "./turns";
 
 export type CallEvents = {
   state: [CallState];
   message: [unknown];
   resumed: [Resumed];
   ended: [EndReason];
+  /** The transceiver's split of a turn this client reported. */
+  turn: [TurnLatency];
+  /** A turn this browser measured, as reported (or not: `sent`) to the transceiver. */
+  turnReport: [TurnReport];
 };
 
 /** The call moved to a new session (a resume): what the `resumed` event carries. */
@@ -41,16 +63,88 @@ export interface Resumed {
   gapMs: number;
 }
 
-/** A PeerConnection and its data channel. */
+/** A PeerConnection, its app data channel and its turns channel (`voxgate.turns`), if any. */
 export interface Peer {
   pc: RTCPeerConnection;
   channel: RTCDataChannel;
+  turns?: RTCDataChannel | null;
 }
+
+/** A running level sampler (see `LevelTapFactory`). */
+export interface LevelTap {
+  close(): void;
+}
+
+/**
+ * Starts sampling the microphone and the reply (whatever track `remote` holds now) every 10 ms:
+ * `onSample(performance.now(), micDbfs, remoteDbfs)`, RMS levels of the last ~10 ms.
+ */
+export type LevelTapFactory = (
+  mic: MediaStream,
+  remote: MediaStream,
+  onSample: (tMs: number, micDbfs: number, remoteDbfs: number) => void,
+) => LevelTap;
+
+/**
+ * The browser's LevelTap: one AudioContext, an AnalyserNode (512 samples) on the microphone and
+ * one on the reply's current track, polled every 10 ms. Chromium feeds a remote WebRTC track to
+ * WebAudio only while a media element plays it too (the app's `<audio>`, which it has anyway
+ * to hear the reply); the context is resumed until it runs (a page without a user gesture may
+ * keep it suspended: no samples then, no turns).
+ */
+export const webAudioTap: LevelTapFactory = (mic, remote, onSample) => {
+  const ctx = new AudioContext();
+  const analyser = () => {
+    const a = ctx.createAnalyser();
+    a.fftSize = 512;
+    return a;
+  };
+  const [micAnalyser, remoteAnalyser] = [analyser(), analyser()];
+  const micSource = ctx.createMediaStreamSource(mic);
+  micSource.connect(micAnalyser);
+  const buf = new Float32Array(512);
+  const level = (a: AnalyserNode) => {
+    a.getFloatTimeDomainData(buf);
+    return levelDbfs(buf);
+  };
+  let track: MediaStreamTrack | null = null;
+  let source: MediaStreamAudioSourceNode | null = null;
+  let resumedAt = -Infinity;
+  const timer = setInterval(() => {
+    const t = performance.now();
+    if (ctx.state === "suspended") {
+      if (t - resumedAt >= 1000) {
+        resumedAt = t;
+        ctx.resume().catch(() => {});
+      }
+      return;
+    }
+    // The reply's track changes when the call resumes on a new connection: follow it.
+    const now = remote.getAudioTracks()[0] ?? null;
+    if (now !== track) {
+      source?.disconnect();
+      source = now ? ctx.createMediaStreamSource(new MediaStream([now])) : null;
+      source?.connect(remoteAnalyser);
+      track = now;
+    }
+    onSample(t, level(micAnalyser), source ? level(remoteAnalyser) : -Infinity);
+  }, 10);
+  return {
+    close() {
+      clearInterval(timer);
+      micSource.disconnect();
+      source?.disconnect();
+      ctx.close().catch(() => {});
+    },
+  };
+};
 
 /** What the call needs from its creator (see `connect`). */
 export interface CallParts {
   pc: RTCPeerConnection;
   channel: RTCDataChannel;
+  /** The first connection's `voxgate.turns` channel (`newPeer` makes one for each resume). */
+  turns?: RTCDataChannel | null;
   /**
    * A new PeerConnection set up like the first (same mic track, transceivers, channel label),
    * for a resume; without it the call cannot resume.
@@ -65,6 +159,10 @@ export interface CallParts {
   answerTransform?: (sdp: string) => string;
   /** How long to wait for ICE gathering before sending what is gathered. */
   gatherTimeoutMs: number;
+  /** Measure turns once connected (needs a mic track and the turns channels). */
+  turnTiming?: boolean;
+  /** Test hook: what samples the levels for turn timing (the WebAudio one by default). */
+  levelTap?: LevelTapFactory;
 }
 
 const isUp = (ice: RTCIceConnectionState) => ice === "connected" || ice === "completed";
@@ -73,10 +171,12 @@ const isUp = (ice: RTCIceConnectionState) => ice === "connected" || ice === "com
 export const MAX_QUEUED_WHILE_RESUMING = 256;
 
 function closePeer(peer: Peer): void {
-  try {
-    peer.channel.close();
-  } catch {
-    /* already closed */
+  for (const channel of [peer.channel, peer.turns]) {
+    try {
+      channel?.close();
+    } catch {
+      /* already closed */
+    }
   }
   peer.pc.close();
 }
@@ -96,7 +196,12 @@ export class Call extends Emitter<CallEvents> {
   private readonly refresh = new RefreshSchedule();
   private pc: RTCPeerConnection;
   private channel: RTCDataChannel;
+  private turns: RTCDataChannel | null = null;
   private detach: () => void = () => {};
+  private readonly detector = new TurnDetector();
+  /** The receive-delay counters at the last report, of the current connection. */
+  private delays = new ReceiveDelays();
+  private tap: LevelTap | null = null;
   /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
   private pending: Peer | null = null;
   private location = "";
@@ -120,7 +225,7 @@ export class Call extends Emitter<CallEvents> {
     this.remoteStream = new MediaStream();
     this.pc = p.pc;
     this.channel = p.channel;
-    this.adopt({ pc: p.pc, channel: p.channel });
+    this.adopt({ pc: p.pc, channel: p.channel, turns: p.turns });
     this.watchNetwork();
   }
 
@@ -129,6 +234,12 @@ export class Call extends Emitter<CallEvents> {
     this.detach();
     this.pc = peer.pc;
     this.channel = peer.channel;
+    this.turns = peer.turns ?? null;
+    this.detector.reset();
+    this.delays = new ReceiveDelays();
+    const turns = this.turns;
+    const onTurns = (e: MessageEvent) => this.onTurnsMessage(e.data);
+    turns?.addEventListener("message", onTurns);
     const onTrack = (e: RTCTrackEvent) => {
       for (const t of this.remoteStream.getTracks()) {
         if (t.kind === e.track.kind && t !== e.track) this.remoteStream.removeTrack(t);
@@ -146,6 +257,7 @@ export class Call extends Emitter<CallEvents> {
       peer.pc.removeEventListener("iceconnectionstatechange", onIce);
       peer.channel.removeEventListener("message", onMessage);
       peer.channel.removeEventListener("open", onIce);
+      turns?.removeEventListener("message", onTurns);
     };
   }
 
@@ -187,6 +299,7 @@ export class Call extends Emitter<CallEvents> {
       this.finish("failed");
       throw e;
     }
+    this.startTurnTiming();
   }
 
   /**
@@ -559,7 +672,7 @@ export class Call extends Emitter<CallEvents> {
         return;
       }
       this.gapFrom ??= this.pathLostAt ?? Date.now();
-      const old: Peer = { pc: this.pc, channel: this.channel };
+      const old: Peer = { pc: this.pc, channel: this.channel, turns: this.turns };
       this.pending = null;
       this.adopt(peer);
       closePeer(old);
@@ -644,6 +757,72 @@ export class Call extends Emitter<CallEvents> {
     this.emit("message", parsed);
   }
 
+  // ---- turn timing (turns.ts) --------------------------------------------------------------
+
+  private startTurnTiming(): void {
+    const mic = this.p.micStream;
+    if (!this.p.turnTiming || this.tap || this.ended() || !mic || mic.getAudioTracks().length === 0) return;
+    try {
+      this.tap = (this.p.levelTap ?? webAudioTap)(mic, this.remoteStream, (t, m, r) => this.onLevels(t, m, r));
+    } catch (e) {
+      console.debug("voxgate: no turn timing", e);
+    }
+  }
+
+  private onLevels(tMs: number, micDbfs: number, remoteDbfs: number): void {
+    const spoke = this.detector.mic(tMs, micDbfs);
+    // The packet playing matters only at a sample that may be the onset.
+    const rtp = remoteDbfs >= VOICED_DBFS && this.detector.watching ? this.playingRtpTimestamp() : null;
+    const heard = this.detector.remote(tMs, remoteDbfs, rtp);
+    for (const turn of [spoke, heard]) if (turn) void this.reportTurn(turn);
+  }
+
+  /** The RTP timestamp of the reply's most recently played packet (null if none yet). */
+  private playingRtpTimestamp(): number | null {
+    try {
+      const receiver = this.pc.getReceivers().find((r) => r.track?.kind === "audio");
+      let latest: { timestamp: number; rtpTimestamp?: unknown } | null = null;
+      for (const s of receiver?.getSynchronizationSources() ?? []) {
+        if (!latest || s.timestamp > latest.timestamp) latest = s;
+      }
+      return typeof latest?.rtpTimestamp === "number" ? latest.rtpTimestamp : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Sends a turn's report with the receive delays since the last one, and emits it. */
+  private async reportTurn(turn: HeardTurn): Promise<void> {
+    const [pc, counters] = [this.pc, this.delays];
+    let delays: Delays = { jitterBufferMs: null, playoutMs: null, rttMs: null };
+    try {
+      delays = counters.take((await pc.getStats()) as unknown as { values(): Iterable<never> });
+    } catch {
+      // Reported without them.
+    }
+    // A new connection meanwhile: the turn was the old session's, the new one cannot match it.
+    if (this.ended() || pc !== this.pc) return;
+    const report = turnReportOf(turn, delays);
+    const channel = this.turns;
+    if (channel && channel.readyState === "open") {
+      try {
+        channel.send(reportMessage(report));
+        report.sent = true;
+      } catch {
+        // Closing: the report is lost with the connection.
+      }
+    }
+    this.emit("turnReport", report);
+  }
+
+  /** The turns channel carries the transceiver's splits only; anything else is dropped. */
+  private onTurnsMessage(data: unknown): void {
+    if (this.ended()) return;
+    const split = parseTurnLatency(data);
+    if (split) this.emit("turn", split);
+    else console.debug("voxgate: dropped a malformed message on voxgate.turns", data);
+  }
+
   /** Ends the call once: closes everything and emits `state` then `ended`. */
   private finish(reason: EndReason): boolean {
     if (!this.sm.end(reason)) return false;
@@ -655,11 +834,13 @@ export class Call extends Emitter<CallEvents> {
     this.liveTimer = null;
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.refreshTimer = null;
+    this.tap?.close();
+    this.tap = null;
     for (const u of this.unhook.splice(0)) u();
     if (this.pending) closePeer(this.pending);
     this.pending = null;
     this.queued = [];
-    closePeer({ pc: this.pc, channel: this.channel });
+    closePeer({ pc: this.pc, channel: this.channel, turns: this.turns });
     this.emit("state", "ended");
     this.emit("ended", reason);
     return true;

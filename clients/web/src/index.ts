@@ -2,15 +2,17 @@
 // stream), opens a WebRTC call to the transceiver with WHIP-shaped signaling, and resolves once
 // the call is connected. The Call recovers from network changes with ICE restarts, and from a
 // lost, drained or shut-down transceiver by resuming on a new session (docs/continuity.md); a
-// connection that stops receiving is noticed by the liveness watchdog (src/liveness.ts).
+// connection that stops receiving is noticed by the liveness watchdog (src/liveness.ts). Each
+// turn's mouth-to-ear time is measured here and split by the transceiver (src/turns.ts).
 
 import { Call } from "./call";
 import type { LivenessOptions } from "./liveness";
 import { micConstraints } from "./mic";
 import type { ReconnectOptions } from "./reconnect";
 import { Signaling, type Fetch } from "./signaling";
+import { TURNS_LABEL } from "./turns";
 
-export { Call, type CallEvents, type Resumed } from "./call";
+export { Call, webAudioTap, type CallEvents, type LevelTap, type LevelTapFactory, type Resumed } from "./call";
 export {
   Continuity,
   restartResultOf,
@@ -46,6 +48,23 @@ export {
 } from "./signaling";
 export { CallStateMachine, type CallState, type EndReason } from "./state";
 export { receivedTotal, summarise, type CallStats, type UplinkReport } from "./stats";
+export {
+  HANGOVER_MS,
+  MIN_SPURT_MS,
+  QUIET_BEFORE_ONSET_MS,
+  ReceiveDelays,
+  TURNS_LABEL,
+  TurnDetector,
+  VOICED_DBFS,
+  levelDbfs,
+  parseTurnLatency,
+  reportMessage,
+  type HeardTurn,
+  type TurnLatency,
+  type TurnPart,
+  type TurnPartSource,
+  type TurnReport,
+} from "./turns";
 
 export interface ConnectOptions {
   /** Bearer token for signaling. */
@@ -71,6 +90,12 @@ export interface ConnectOptions {
   gatherTimeoutMs?: number;
   /** How long a PATCH, GET, DELETE or credential refresh may wait for its answer (5000 ms). */
   requestTimeoutMs?: number;
+  /**
+   * Measure each turn's mouth-to-ear time (the caller's end of speech to the reply heard) and
+   * report it to the transceiver on a `voxgate.turns` data channel; its split comes back as the
+   * `turn` event. Default: on where `AudioContext` exists and there is a microphone track.
+   */
+  turnTiming?: boolean;
   /** Test hook: rewrites every answer SDP before it is applied. */
   answerTransform?: (sdp: string) => string;
   fetch?: Fetch;
@@ -82,14 +107,18 @@ export async function connect(url: string, opts: ConnectOptions = {}): Promise<C
     opts.audio instanceof MediaStream
       ? opts.audio
       : await navigator.mediaDevices.getUserMedia({ audio: micConstraints(opts.audio) });
-  // A resume builds its new PeerConnection here too: the same track, transceiver and label.
+  const track = micStream.getAudioTracks()[0];
+  const turnTiming = opts.turnTiming !== false && typeof AudioContext !== "undefined" && !!track;
+  // A resume builds its new PeerConnection here too: the same track, transceiver and labels.
   const newPeer = (iceServers: RTCIceServer[]) => {
     const pc = new RTCPeerConnection({ iceServers });
-    const track = micStream.getAudioTracks()[0];
     if (track) pc.addTrack(track, micStream);
     else pc.addTransceiver("audio", { direction: "recvonly" });
+    // The app channel first: a transceiver that knows no turns channel takes the first one
+    // opened for its own messages (and relays the turns channel to the backend like any other).
     const channel = pc.createDataChannel(opts.channelLabel ?? "oai-events");
-    return { pc, channel };
+    const turns = turnTiming ? pc.createDataChannel(TURNS_LABEL) : null;
+    return { pc, channel, turns };
   };
   const first = newPeer(opts.iceServers ?? []);
   const call = new Call({
@@ -106,6 +135,7 @@ export async function connect(url: string, opts: ConnectOptions = {}): Promise<C
     liveness: opts.liveness,
     answerTransform: opts.answerTransform,
     gatherTimeoutMs: opts.gatherTimeoutMs ?? 1500,
+    turnTiming,
   });
   await call.start(url, opts.connectTimeoutMs ?? 15_000);
   return call;
