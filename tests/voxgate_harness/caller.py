@@ -5,6 +5,10 @@ otherwise (as a browser's microphone would). `say(pcm)` queues an utterance and 
 that resolves to the wall-clock time its last frame went to the encoder: the end of the caller's
 speech. Every frame heard on the downlink is kept with its arrival time and level, so a test can
 ask when the reply started and stopped. Data-channel messages ("oai-events") are kept as text.
+
+With `turns=True` the caller also opens the transceiver's `voxgate.turns` channel, as the web
+client does: `report_turn(...)` sends a `turn.report` there and returns the transceiver's
+`turn.latency` answer (its split of that turn's mouth-to-ear time, docs/operating.md).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ FRAME = RATE // 50
 CONNECT_TIMEOUT_S = 20.0
 # A heard frame louder than this (RMS of int16 samples) is reply audio, not Opus noise.
 HEARD_RMS = 200.0
+#: The transceiver's own threshold of a reply's onset (-50 dBFS RMS, audio_bridge/reply_onset.rs).
+ONSET_RMS = 32768 * 10 ** (-50 / 20)
+TURNS_LABEL = "voxgate.turns"
 
 
 def loopback_ice_only() -> None:
@@ -51,7 +58,12 @@ def record_rtp_arrivals() -> None:
 
     async def handle(self, packet, arrival_time_ms):
         arrivals = self.__dict__.setdefault("voxgate_arrivals", deque(maxlen=50_000))
-        arrivals.append(time.time())
+        now = time.time()
+        arrivals.append(now)
+        by_ts = self.__dict__.setdefault("voxgate_arrival_by_ts", {})
+        by_ts.setdefault(packet.timestamp, now)
+        if len(by_ts) > 20_000:
+            by_ts.pop(next(iter(by_ts)))
         return await original(self, packet, arrival_time_ms)
 
     RTCRtpReceiver._handle_rtp_packet = handle
@@ -150,10 +162,12 @@ class _Speaker(AudioStreamTrack):
 
 @dataclass
 class Heard:
-    """One decoded downlink frame: when it was heard (wall clock, s) and its RMS level."""
+    """One decoded downlink frame: when it was heard (wall clock, s), its RMS level and the RTP
+    timestamp of the packet it was decoded from."""
 
     at: float
     rms: float
+    rtp_timestamp: int | None = None
 
 
 class SignalingError(RuntimeError):
@@ -168,7 +182,7 @@ class Caller:
     """One WebRTC call to a transceiver (see the module doc)."""
 
     def __init__(self, signal_url: str, *, token: str | None = None,
-                 query: dict[str, str] | None = None) -> None:
+                 query: dict[str, str] | None = None, turns: bool = False) -> None:
         self.base = signal_url.rstrip("/")
         self.auth = {"Authorization": f"Bearer {token}"} if token else {}
         self.query = query or {}
@@ -182,6 +196,12 @@ class Caller:
         self.session_id = ""
         self.dc = None
         self.dc_open = asyncio.Event()
+        self.turns = turns
+        self.turns_dc = None
+        self.turns_open = asyncio.Event()
+        #: The transceiver's `turn.latency` answers, as parsed JSON.
+        self.turn_latencies: list[dict] = []
+        self._turn_answer = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._receiver = None
         #: The latest answer's resume credential (`X-Voxgate-Resume`) and its lifetime (s).
@@ -208,6 +228,7 @@ class Caller:
             except Exception:  # noqa: BLE001 - the old connection is going anyway
                 pass
         self.dc_open.clear()
+        self.turns_open.clear()
         self.speaker = self.speaker.handover()
         self.base = signal_url.rstrip("/")
         self.auth = {"Authorization": f"Bearer {self.resume_credential}"}
@@ -244,6 +265,8 @@ class Caller:
             self.messages.append(m if isinstance(m, str) else m.decode("utf-8", "replace"))
             self.message_event.set()
 
+        if self.turns:
+            self._open_turns_channel(pc)
         await pc.setLocalDescription(await pc.createOffer())
         status, headers, body = await asyncio.to_thread(
             _http, "POST", url, pc.localDescription.sdp.encode(),
@@ -271,7 +294,7 @@ class Caller:
                 if frame.sample_rate != RATE:  # not expected: aiortc decodes Opus at 48 kHz
                     continue
                 rms = float(np.sqrt(np.mean(mono.astype(np.float64) ** 2))) if len(mono) else 0.0
-                self.heard.append(Heard(at, rms))
+                self.heard.append(Heard(at, rms, self._rtp_timestamp(frame.pts)))
                 self.heard_pcm += mono.astype(np.int16).tobytes()
         except (MediaStreamError, asyncio.CancelledError):
             return
@@ -284,6 +307,77 @@ class Caller:
     def packet_arrivals(self) -> list[float]:
         """When each downlink RTP packet reached the caller's socket (wall clock, s)."""
         return list(self._receiver.__dict__.get("voxgate_arrivals", ())) if self._receiver else []
+
+    def _rtp_timestamp(self, pts) -> int | None:
+        """aiortc's receiver counts a decoded frame's pts from the call's first RTP timestamp
+        (its TimestampMapper's origin): add it back."""
+        mapper = getattr(self._receiver, "_RTCRtpReceiver__timestamp_mapper", None)
+        origin = getattr(mapper, "_origin", None)
+        if not isinstance(pts, int) or origin is None:
+            return None
+        return (pts + origin) & 0xFFFF_FFFF
+
+    def reply_onset_after(self, t: float, rms: float = ONSET_RMS) -> Heard | None:
+        """The first frame heard loud (the transceiver's onset threshold by default) whose
+        packet arrived after wall time `t`: aiortc's jitter buffer keeps a talk spurt's last
+        packets until the next spurt pushes them out, so the first loud frames decoded after
+        `t` can be the previous reply's tail."""
+        for h in self.heard:
+            if h.at > t and h.rms >= rms and h.rtp_timestamp is not None:
+                arrived = self.arrived_at(h.rtp_timestamp)
+                if arrived is not None and arrived > t:
+                    return h
+        return None
+
+    def arrived_at(self, rtp_timestamp: int) -> float | None:
+        """When the downlink packet with this RTP timestamp reached the caller's socket."""
+        by_ts = self._receiver.__dict__.get("voxgate_arrival_by_ts", {}) if self._receiver else {}
+        return by_ts.get(rtp_timestamp)
+
+    def _open_turns_channel(self, pc) -> None:
+        self.turns_dc = dc = pc.createDataChannel(TURNS_LABEL)
+
+        @dc.on("open")
+        def _open() -> None:
+            self.turns_open.set()
+
+        @dc.on("message")
+        def _message(m) -> None:
+            try:
+                msg = json.loads(m)
+            except ValueError:
+                return
+            if isinstance(msg, dict) and msg.get("type") == "turn.latency":
+                self.turn_latencies.append(msg)
+                self._turn_answer.set()
+
+    def send_turns(self, payload: str | bytes) -> None:
+        """Sends anything on the `voxgate.turns` channel (hostile tests send garbage)."""
+        self.turns_dc.send(payload)
+
+    async def report_turn(self, speech_end_to_heard_ms: float, rtp_timestamp: int | None,
+                          jitter_buffer_ms: float | None, timeout: float = 5.0) -> dict | None:
+        """Reports a turn as the web client does (`turn.report`) and waits for the
+        transceiver's split of it; None when none came (a report it dropped, counted)."""
+        report = {"type": "turn.report", "speech_end_to_heard_ms": round(speech_end_to_heard_ms, 1)}
+        if rtp_timestamp is not None:
+            report["rtp_timestamp"] = rtp_timestamp
+        if jitter_buffer_ms is not None:
+            report["jitter_buffer_ms"] = round(max(0.0, jitter_buffer_ms), 1)
+        seen = len(self.turn_latencies)
+        self._turn_answer.clear()
+        self.send_turns(json.dumps(report))
+        deadline = time.monotonic() + timeout
+        while len(self.turn_latencies) == seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._turn_answer.wait(), left)
+            except asyncio.TimeoutError:
+                return None
+            self._turn_answer.clear()
+        return self.turn_latencies[seen]
 
     def sent_at(self, rtp_timestamp: int) -> float | None:
         """When the uplink packet with this RTP timestamp left the caller (wall clock, s)."""

@@ -19,6 +19,13 @@ decodes, splits into parts that add up to the total:
                      spurt; a browser's jitter buffer has its own, smaller, delay)
 
 and barge-in: the caller's onset over a reply -> the last reply audio the caller heard.
+
+A caller with the turns channel (`Caller(turns=True)`) also reports each turn to the
+transceiver as the web client does, and keeps the transceiver's own split of it
+(`transceiver`: capture_send, network_up, transceiver_up, backend, transceiver_down,
+network_down, jitter_buffer; docs/operating.md "Turn latency"). Its total runs to the reply's
+first frame loud by the transceiver's threshold (-50 dBFS), which can be a frame or two after
+the first reply frame timed above (a reply's leading near-silence).
 """
 
 from __future__ import annotations
@@ -149,7 +156,25 @@ async def measure_turn(caller: Caller, utterance: bytes, timeout: float = 60.0) 
     parts["agent_ms"] = ms(t["first_play_us"] - t["speech_end_received_us"])
     parts["transport_ms"] = round(parts["uplink_transport_ms"] + parts["downlink_transport_ms"], 1)
     parts["transcript"] = user["text"]
+    if caller.turns:
+        parts["transceiver"] = await transceiver_split(caller, speech_end)
     return parts
+
+
+async def transceiver_split(caller: Caller, speech_end: float) -> dict:
+    """Reports the turn on the turns channel and returns the transceiver's split of it (ms by
+    part, and `total_ms`)."""
+    onset = caller.reply_onset_after(speech_end)
+    if onset is None:
+        raise AssertionError("no reply frame reached the transceiver's onset level")
+    arrived = caller.arrived_at(onset.rtp_timestamp)
+    answer = await caller.report_turn((onset.at - speech_end) * 1e3, onset.rtp_timestamp,
+                                      (onset.at - arrived) * 1e3)
+    if answer is None:
+        raise AssertionError(f"the transceiver did not split the turn (report dropped): {onset}")
+    split = {f"{p['name']}_ms": p["ms"] for p in answer["parts"]}
+    split["total_ms"] = answer["total_ms"]
+    return split
 
 
 async def measure_barge_in(caller: Caller, prompt: bytes, interruption: bytes,

@@ -31,9 +31,10 @@ TIMEOUT_S = 120.0
 async def run(args: argparse.Namespace) -> dict:
     texts = [UTTERANCES[i % len(UTTERANCES)] for i in range(args.turns)]
     audio = speech(texts + list(BARGE))
-    caller = await Caller(args.signal_url).connect()
+    caller = await Caller(args.signal_url, turns=True).connect()
     try:
         await asyncio.wait_for(caller.dc_open.wait(), 30)
+        await asyncio.wait_for(caller.turns_open.wait(), 30)
         turns = []
         for text, pcm in zip(texts, audio):
             turn = await measure_turn(caller, pcm, TIMEOUT_S)

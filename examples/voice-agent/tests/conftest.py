@@ -39,6 +39,6 @@ def stack(tmp_path_factory):
 @pytest.fixture
 async def caller(stack):
     t, _ = stack
-    c = await Caller(t.signal_url).connect()
+    c = await Caller(t.signal_url, turns=True).connect()
     yield c
     await c.close()

@@ -82,10 +82,39 @@ async def test_voice_to_voice_latency_is_measured_per_turn_and_split(caller, utt
         # Each part is a real interval (the VAD's alignment may fall either side of the end).
         for p in PARTS[1:] + ("vad_end_of_turn_ms", "asr_ms", "tts_first_chunk_ms"):
             assert turn[p] >= -1.0, (p, turn)
+        check_transceiver_split(turn)
         turns.append(turn)
         await caller.wait_quiet(0.3, TIMEOUT)  # the reply plays out, then a pause
         await asyncio.sleep(1.0)
     assert len(turns) == 2
+
+
+SPLIT = ("capture_send_ms", "network_up_ms", "transceiver_up_ms", "backend_ms",
+         "transceiver_down_ms", "network_down_ms", "jitter_buffer_ms")
+
+
+def check_transceiver_split(turn: dict) -> None:
+    """The transceiver's split of the turn the caller reported (voice.py) adds up, and its
+    backend part agrees with what the caller and the agent timed themselves."""
+    split = turn["transceiver"]
+    # Parts come rounded to 0.1 ms each.
+    assert abs(sum(split[p] for p in SPLIT) - split["total_ms"]) < 0.5, split
+    for p in SPLIT[1:]:
+        assert split[p] >= 0.0, (p, split)
+    # Loopback: the network halves are a fraction of a millisecond.
+    assert split["network_up_ms"] < 5.0, split
+    # The transceiver's backend + downlink parts run from the caller's last loud packet to the
+    # reply's first loud packet at the caller; the caller's own timing covers the same stretch
+    # as VAD alignment (its end of speech -> the VAD's last speech frame), transceiver -> agent,
+    # agent and downlink transport, to the reply's first packet. What is left between them is
+    # where each side puts the end (the level's and the frame's 20 ms granularity) and the
+    # onset (the first frame at -50 dBFS, or the first packet: Piper's reply can open with a
+    # near-silent frame or two): a few frames. 100 ms is five; a turn paired with the wrong
+    # reply is off by seconds.
+    ours = split["backend_ms"] + split["transceiver_down_ms"] + split["network_down_ms"]
+    theirs = (turn["vad_alignment_ms"] + turn["transceiver_to_agent_ms"] + turn["agent_ms"]
+              + turn["downlink_transport_ms"])
+    assert abs(ours - theirs) < 100.0, (ours, theirs, split, turn)
 
 
 async def test_demo_page_shows_the_conversation_levels_and_latency(stack, tmp_path):

@@ -10,6 +10,10 @@
 //! reply's tail; `voice.py` says how it pairs them) into transport (caller → transceiver → agent for the last speech frame, matched by
 //! RTP timestamp; agent's first `play` → first reply packet at the caller) and agent (VAD end of
 //! turn, ASR, TTS first chunk), plus the caller's own jitter buffer.
+//!
+//! The caller also reports each turn on the `voxgate.turns` channel, as the web client does, and
+//! keeps the transceiver's own split of it (`media/turn_timing.rs`): the section prints its
+//! medians, part by part, with who measures each.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -50,7 +54,43 @@ pub struct Turn {
     pub tts_first_chunk_ms: f64,
     pub caller_jitter_buffer_ms: f64,
     pub vad_alignment_ms: f64,
+    /// The transceiver's split of the turn the caller reported (absent in reports made before
+    /// the caller reported turns).
+    pub transceiver: Option<TransceiverSplit>,
 }
+
+/// The transceiver's split of one turn's mouth-to-ear time, ms (docs/operating.md "Turn
+/// latency").
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TransceiverSplit {
+    pub total_ms: f64,
+    pub capture_send_ms: f64,
+    pub network_up_ms: f64,
+    pub transceiver_up_ms: f64,
+    pub backend_ms: f64,
+    pub transceiver_down_ms: f64,
+    pub network_down_ms: f64,
+    pub jitter_buffer_ms: f64,
+}
+
+/// One row of the split's table: name, who measures it, the field.
+type SplitRow = (&'static str, &'static str, fn(&TransceiverSplit) -> f64);
+
+const SPLIT_ROWS: [SplitRow; 8] = [
+    ("capture + send", "estimated (the remainder)", |s| {
+        s.capture_send_ms
+    }),
+    ("network up", "estimated (RTT / 2)", |s| s.network_up_ms),
+    ("transceiver up", "measured", |s| s.transceiver_up_ms),
+    ("backend", "measured", |s| s.backend_ms),
+    ("transceiver down", "measured", |s| s.transceiver_down_ms),
+    ("network down", "estimated (RTT / 2)", |s| s.network_down_ms),
+    ("jitter buffer", "client-reported (aiortc's)", |s| {
+        s.jitter_buffer_ms
+    }),
+    ("total", "client-measured, one clock", |s| s.total_ms),
+];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -192,6 +232,7 @@ pub fn section(md: &mut String, v: &VoiceSection) {
         );
     }
     md.push('\n');
+    split_section(md, v);
     if !v.barge_in.is_empty() {
         let _ = writeln!(
             md,
@@ -217,4 +258,33 @@ pub fn section(md: &mut String, v: &VoiceSection) {
         }
         md.push('\n');
     }
+}
+
+/// Medians of the transceiver's own splits of the turns the caller reported.
+fn split_section(md: &mut String, v: &VoiceSection) {
+    let splits: Vec<&TransceiverSplit> = v
+        .turns
+        .iter()
+        .filter_map(|t| t.transceiver.as_ref())
+        .collect();
+    if splits.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "Mouth-to-ear per turn as the transceiver splits it (the caller reports each turn on the \
+         `voxgate.turns` channel as the web client does; the total runs to the reply's first frame at -50 dBFS; \
+         medians of {} turns, ms):\n",
+        splits.len()
+    );
+    let _ = writeln!(md, "| part | median ms | who measures it |");
+    let _ = writeln!(md, "|---|---|---|");
+    for (name, source, field) in SPLIT_ROWS {
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {source} |",
+            num(med(&splits, |s| field(s)), 1)
+        );
+    }
+    md.push('\n');
 }
