@@ -144,7 +144,7 @@ fn downlink(c: &mut Criterion) {
                     // What `Session::audio_tick` asks of the bridge, minus str0m's writer.
                     for _ in 0..PACKETS_PER_SECOND {
                         let Some(at) = bridge.next_tick() else { break };
-                        while bridge.poll_downlink(at).is_some() {}
+                        while bridge.poll_downlink().is_some() {}
                         black_box(bridge.tick(at).map(|(p, _)| p.len()));
                     }
                     (bridge, backend)

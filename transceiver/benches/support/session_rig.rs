@@ -22,7 +22,8 @@ use voxgate_testkit::{ClientSession, SessionConfig, SignalSource};
 use voxgate_transceiver::backend::bridge_service::{DOWNLINK_QUEUE, UPLINK_QUEUE};
 use voxgate_transceiver::control::offer::validate_offer;
 use voxgate_transceiver::media::audio_bridge::{
-    CoarseTicks, EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, TickGrid, FRAME,
+    CoarseTicks, EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, QueuedDownlink,
+    TickGrid, FRAME,
 };
 use voxgate_transceiver::media::session::{
     is_binding_success, Candidates, ClientPath, LoopTicks, Session, SessionId, SessionParams,
@@ -95,7 +96,7 @@ impl RecordedSecond {
 /// The backend's ends of an owner's queues, sized like the gRPC bridge's.
 pub struct Backend {
     pub uplink: mpsc::Receiver<Uplink>,
-    pub downlink: mpsc::Sender<Downlink>,
+    pub downlink: mpsc::Sender<QueuedDownlink>,
 }
 
 impl Backend {
@@ -145,7 +146,7 @@ impl Backend {
                 })),
             };
             self.downlink
-                .try_send(msg)
+                .try_send(msg.into())
                 .expect("downlink queue has room");
         }
     }
@@ -161,7 +162,7 @@ impl Backend {
                 })),
             };
             self.downlink
-                .try_send(msg)
+                .try_send(msg.into())
                 .expect("downlink queue has room");
         }
     }

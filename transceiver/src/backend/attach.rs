@@ -18,6 +18,7 @@ use crate::backend::dispatch_handle::DispatchMsg;
 use crate::control::plane::ControlPlane;
 use crate::media::audio_bridge::{
     valid_sample_rate, EncoderChoice, OpusApplication, OwnerEndpoints, OwnerUplink, PendingClears,
+    QueuedDownlink,
 };
 use crate::media::session::{AttachError, SessionId};
 
@@ -141,7 +142,7 @@ impl AttachRequest {
 /// The gRPC edge's end of a session's downlink: its bounded queue, and the clears on their way
 /// down it (see `PendingClears`).
 pub(crate) struct DownlinkTx {
-    pub tx: mpsc::Sender<Downlink>,
+    pub tx: mpsc::Sender<QueuedDownlink>,
     pub clears: PendingClears,
 }
 
@@ -153,7 +154,7 @@ impl DownlinkTx {
         if clear {
             self.clears.announce();
         }
-        let sent = self.tx.send(msg).await.map_err(|_| ());
+        let sent = self.tx.send(msg.into()).await.map_err(|_| ());
         if clear && sent.is_err() {
             self.clears.withdraw();
         }
@@ -166,7 +167,7 @@ impl DownlinkTx {
         if clear {
             self.clears.announce();
         }
-        let sent = self.tx.try_send(msg).map_err(|_| ());
+        let sent = self.tx.try_send(msg.into()).map_err(|_| ());
         if clear && sent.is_err() {
             self.clears.withdraw();
         }

@@ -429,7 +429,7 @@ impl OpenChannel {
                 break;
             };
             let n = audio_bytes(&d);
-            if self.down.tx.try_send(d).is_err() {
+            if self.down.tx.try_send(d.into()).is_err() {
                 break; // the session is gone: the channel goes at the next message
             }
             moved += n;
@@ -469,7 +469,7 @@ mod tests {
         assert_eq!(c.waiting_bytes, 1_000);
         // The session takes 5: 5 waiting packets follow, in order.
         for n in 0..5 {
-            let got = rx.try_recv().unwrap();
+            let got = rx.try_recv().unwrap().msg;
             assert!(matches!(got.kind, Some(downlink::Kind::Opus(p)) if p.data[0] == n));
         }
         assert_eq!(c.offer_waiting(), 500);
@@ -480,7 +480,7 @@ mod tests {
         assert!(c.waiting.is_empty() && c.waiting_bytes == 0);
         let mut got = Vec::new();
         while let Ok(d) = rx.try_recv() {
-            got.push(d);
+            got.push(d.msg);
         }
         assert_eq!(got.len(), DOWNLINK_QUEUE + 1, "59 + 5 moved + the clear");
         assert!(matches!(

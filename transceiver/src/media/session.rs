@@ -531,7 +531,7 @@ impl Session {
             tracing::info!(parent: &self.span, "backend stalled (uplink queue full); re-dispatching");
             self.owner_lost = Some((OwnerLoss::Stalled, self.bridge.last_owner_id()));
         }
-        while let Some(action) = self.bridge.poll_downlink(now) {
+        while let Some(action) = self.bridge.poll_downlink() {
             match action {
                 BridgeAction::SendData(msg) => {
                     rtc_work |= self.send_data(msg);

@@ -17,8 +17,8 @@
 //! | `capture_send` | estimated | the remainder: the browser's capture, Opus frame and send, and the estimates' error |
 //! | `network_up` | estimated | RTT / 2 |
 //! | `transceiver_up` | measured | the last speech packet's arrival at the socket → handed to the backend |
-//! | `backend` | measured | → the reply's first loud audio queued at the transceiver (gRPC both ways included) |
-//! | `transceiver_down` | measured | → that audio's packet handed to the socket (the pacer's queue and 20 ms grid) |
+//! | `backend` | measured | → the reply's first loud audio entering its session's downlink queue (gRPC both ways included; stamped at the gRPC edge, `QueuedDownlink`) |
+//! | `transceiver_down` | measured | → that audio's packet handed to the socket (the wait for the pacer's 20 ms tick, the queue ahead of it, the encode) |
 //! | `network_down` | estimated | RTT / 2 |
 //! | `jitter_buffer` | client | the browser's mean jitter-buffer delay since its last report (`getStats`) |
 //! | `playout` | client | the browser's playout delay (`media-playout` stats), absent where it has none |
@@ -160,14 +160,23 @@ pub enum PartSource {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TurnSplit {
     pub turn: u32,
+    #[serde(serialize_with = "serialize_ms")]
     pub total_ms: f64,
+    #[serde(serialize_with = "serialize_ms")]
     pub capture_send_ms: f64,
+    #[serde(serialize_with = "serialize_ms")]
     pub network_up_ms: f64,
+    #[serde(serialize_with = "serialize_ms")]
     pub transceiver_up_ms: f64,
+    #[serde(serialize_with = "serialize_ms")]
     pub backend_ms: f64,
+    #[serde(serialize_with = "serialize_ms")]
     pub transceiver_down_ms: f64,
+    #[serde(serialize_with = "serialize_ms")]
     pub network_down_ms: f64,
+    #[serde(serialize_with = "serialize_ms")]
     pub jitter_buffer_ms: f64,
+    #[serde(serialize_with = "serialize_optional_ms")]
     pub playout_ms: Option<f64>,
     /// Where the RTT both network halves come from: `rtcp` (ours) or `client` (its ICE).
     pub rtt_source: &'static str,
@@ -240,6 +249,18 @@ pub struct TurnsSnapshot {
 
 fn round1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
+}
+
+/// Milliseconds in the session's JSON: to 0.1 ms, as the caller gets them.
+fn serialize_ms<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round1(*v))
+}
+
+fn serialize_optional_ms<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_some(&round1(*v)),
+        None => s.serialize_none(),
+    }
 }
 
 fn ms(d: Duration) -> f64 {

@@ -37,9 +37,28 @@ pub enum BridgeAction {
     OwnerLost,
 }
 
+/// A backend message on a session's downlink queue, with when it entered the queue (the gRPC
+/// edge stamps it): the turn timing's boundary between the backend and the transceiver
+/// (`media::turn_timing`), which the pacer's 20 ms drain would otherwise blur.
+#[derive(Debug)]
+pub struct QueuedDownlink {
+    pub queued_at: Instant,
+    pub msg: Downlink,
+}
+
+impl From<Downlink> for QueuedDownlink {
+    /// Stamped now: the message enters the queue.
+    fn from(msg: Downlink) -> Self {
+        QueuedDownlink {
+            queued_at: Instant::now(),
+            msg,
+        }
+    }
+}
+
 /// What the pacer takes from an owner when it attaches.
 pub struct DownlinkOwner {
-    pub downlink: mpsc::Receiver<Downlink>,
+    pub downlink: mpsc::Receiver<QueuedDownlink>,
     pub clears: PendingClears,
     pub mode: AudioMode,
     pub rate: u32,
@@ -51,7 +70,7 @@ pub struct DownlinkOwner {
 
 /// The attached owner's side of the pacer.
 struct Owner {
-    downlink: mpsc::Receiver<Downlink>,
+    downlink: mpsc::Receiver<QueuedDownlink>,
     clears: PendingClears,
     passthrough: bool,
     progress_interval_samples: u64,
@@ -245,7 +264,7 @@ impl DownlinkPacer {
 
     /// Drains backend messages; returns the next one the session must act on. On
     /// [`BridgeAction::OwnerLost`] the pacer has already let the owner go.
-    pub fn poll_downlink(&mut self, now: Instant, out: &mut Outbox) -> Option<BridgeAction> {
+    pub fn poll_downlink(&mut self, out: &mut Outbox) -> Option<BridgeAction> {
         loop {
             let full = self.queue_full();
             let owner = self.owner.as_mut()?;
@@ -255,7 +274,7 @@ impl DownlinkPacer {
                 return None;
             }
             let passthrough = owner.passthrough;
-            let msg = match owner.downlink.try_recv() {
+            let QueuedDownlink { queued_at, msg } = match owner.downlink.try_recv() {
                 Ok(m) => m,
                 Err(TryRecvError::Empty) => return None,
                 Err(TryRecvError::Disconnected) => {
@@ -283,7 +302,7 @@ impl DownlinkPacer {
                     self.counters.downlink_wrong_mode += 1
                 }
                 Some(downlink::Kind::Audio(chunk)) => {
-                    self.queue_pcm(now, &chunk.pcm, chunk.item_id)
+                    self.queue_pcm(queued_at, &chunk.pcm, chunk.item_id)
                 }
                 Some(downlink::Kind::Opus(_)) if !passthrough => {
                     self.counters.downlink_wrong_mode += 1
@@ -294,7 +313,8 @@ impl DownlinkPacer {
                 Some(downlink::Kind::Opus(p)) => {
                     self.down_opus.push(&p.data);
                     let queued = self.down_opus.len() as u64 * self.passthrough_frame();
-                    self.onset.on_queued(now, self.played_samples + queued);
+                    self.onset
+                        .on_queued(queued_at, self.played_samples + queued);
                 }
                 Some(downlink::Kind::Clear(_)) => self.clear(out),
                 Some(downlink::Kind::Data(d)) => return Some(BridgeAction::SendData(d)),
@@ -316,7 +336,7 @@ impl DownlinkPacer {
         960 * u64::from(self.rate) / 48_000
     }
 
-    fn queue_pcm(&mut self, now: Instant, pcm: &[u8], item_id: String) {
+    fn queue_pcm(&mut self, queued_at: Instant, pcm: &[u8], item_id: String) {
         let samples = (pcm.len() / 2) as u64;
         if samples == 0 {
             return;
@@ -326,7 +346,7 @@ impl DownlinkPacer {
                 .map(|b| i16::from_le_bytes([b[0], b[1]])),
         );
         let end = self.played_samples + self.down_pcm.len() as u64;
-        self.onset.on_queued(now, end);
+        self.onset.on_queued(queued_at, end);
         match self.items.back_mut() {
             Some(last) if last.id == item_id => last.samples += samples,
             _ => self.items.push_back(QueuedItem {

@@ -31,7 +31,7 @@ mod wall_clock;
 pub use codec::{
     valid_sample_rate, BridgeError, EncoderChoice, EncoderSettings, OpusApplication, StartedTalking,
 };
-pub use downlink_pacer::BridgeAction;
+pub use downlink_pacer::{BridgeAction, QueuedDownlink};
 use downlink_pacer::{DownlinkOwner, DownlinkPacer};
 pub use frame::{FRAME, RTP_TICKS_PER_FRAME};
 pub use held_uplink::{HELD_AUDIO_PACKETS, HELD_DATA_BYTES, HELD_DATA_MESSAGES};
@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use voxgate_proto::bridge::{
-    session_event, uplink, AudioMode, Downlink, Quality, QualitySummary, SessionEvent, Uplink,
+    session_event, uplink, AudioMode, Quality, QualitySummary, SessionEvent, Uplink,
 };
 
 use crate::metrics::{BridgeCounters, HandoffHistogram};
@@ -60,7 +60,7 @@ use crate::metrics::{BridgeCounters, HandoffHistogram};
 /// The channels that connect a session to its owning backend stream.
 pub struct OwnerEndpoints {
     pub uplink: OwnerUplink,
-    pub downlink: mpsc::Receiver<Downlink>,
+    pub downlink: mpsc::Receiver<QueuedDownlink>,
     pub sample_rate: u32,
     pub mode: AudioMode,
     pub progress_interval: Duration,
@@ -352,8 +352,8 @@ impl AudioBridge {
     }
 
     /// Drains backend messages; returns the next one the session must act on.
-    pub fn poll_downlink(&mut self, now: Instant) -> Option<BridgeAction> {
-        let action = self.downlink.poll_downlink(now, &mut self.out);
+    pub fn poll_downlink(&mut self) -> Option<BridgeAction> {
+        let action = self.downlink.poll_downlink(&mut self.out);
         if matches!(action, Some(BridgeAction::OwnerLost)) {
             // The pacer let the owner's downlink go; its uplink goes too.
             self.out.detach(CloseReason::Released);
@@ -399,7 +399,7 @@ fn event(
 mod tests {
     use super::frame::MAX_OPUS_PACKET;
     use super::*;
-    use voxgate_proto::bridge::{data_message, downlink, AudioFrame, DataMessage};
+    use voxgate_proto::bridge::{data_message, downlink, AudioFrame, DataMessage, Downlink};
 
     const SETTINGS: EncoderSettings = EncoderSettings {
         bitrate: 32_000,
@@ -412,7 +412,7 @@ mod tests {
     ) -> (
         OwnerEndpoints,
         mpsc::Receiver<Uplink>,
-        mpsc::Sender<Downlink>,
+        mpsc::Sender<QueuedDownlink>,
     ) {
         let (up_tx, up_rx) = mpsc::channel(1024);
         let (down_tx, down_rx) = mpsc::channel(64);
@@ -436,7 +436,7 @@ mod tests {
     /// A 48 kHz PCM owner on the given queues.
     fn pcm_endpoints(
         uplink: mpsc::Sender<Uplink>,
-        downlink: mpsc::Receiver<Downlink>,
+        downlink: mpsc::Receiver<QueuedDownlink>,
         stall_after: Duration,
     ) -> OwnerEndpoints {
         OwnerEndpoints {
@@ -540,11 +540,14 @@ mod tests {
         b.on_channel_open(now);
         b.on_channel_data("chat", false, b"stop talking");
         down_tx
-            .try_send(Downlink {
-                kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
-            })
+            .try_send(
+                Downlink {
+                    kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
+                }
+                .into(),
+            )
             .unwrap();
-        while b.poll_downlink(Instant::now()).is_some() {}
+        while b.poll_downlink().is_some() {}
         assert_eq!(b.counters().uplink_dropped, 35);
         // Until the reserve is used up too: 13 slots are left; the 14th message is dropped.
         for i in 0..14 {
@@ -620,23 +623,26 @@ mod tests {
         };
         // 30 s queued: the session takes no more; 7 more seconds wait in the channel.
         for _ in 0..30 {
-            down.try_send(second()).unwrap();
-            while b.poll_downlink(Instant::now()).is_some() {}
+            down.try_send(second().into()).unwrap();
+            while b.poll_downlink().is_some() {}
         }
         for _ in 0..7 {
-            down.try_send(second()).unwrap();
+            down.try_send(second().into()).unwrap();
         }
-        assert!(b.poll_downlink(Instant::now()).is_none());
+        assert!(b.poll_downlink().is_none());
         assert_eq!(down.capacity(), 1, "the channel is full of audio");
         // The edge announces the clear before it waits for room; the bridge drops the audio
         // ahead of it, which makes that room, and takes the clear.
         clears.announce();
-        while b.poll_downlink(Instant::now()).is_some() {}
-        down.try_send(Downlink {
-            kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
-        })
+        while b.poll_downlink().is_some() {}
+        down.try_send(
+            Downlink {
+                kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
+            }
+            .into(),
+        )
         .unwrap();
-        while b.poll_downlink(Instant::now()).is_some() {}
+        while b.poll_downlink().is_some() {}
         let cleared = std::iter::from_fn(|| up.try_recv().ok())
             .find_map(|m| match m.kind {
                 Some(uplink::Kind::Cleared(c)) => Some(c),
@@ -646,8 +652,8 @@ mod tests {
         assert_eq!(cleared.dropped_ms, 37_000, "{cleared:?}");
         assert!(!clears.any());
         // Audio after the clear plays again.
-        down.try_send(second()).unwrap();
-        while b.poll_downlink(Instant::now()).is_some() {}
+        down.try_send(second().into()).unwrap();
+        while b.poll_downlink().is_some() {}
         let t = b.next_tick().unwrap();
         assert!(b.tick(t).is_some());
     }
@@ -678,14 +684,17 @@ mod tests {
         );
         // 50 ms of backend audio: two whole frames and a tail padded with silence.
         let pcm: Vec<u8> = (0..800).flat_map(|_| 1000i16.to_le_bytes()).collect();
-        down.try_send(Downlink {
-            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
-                pcm: pcm.into(),
-                item_id: String::new(),
-            })),
-        })
+        down.try_send(
+            Downlink {
+                kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                    pcm: pcm.into(),
+                    item_id: String::new(),
+                })),
+            }
+            .into(),
+        )
         .unwrap();
-        while b.poll_downlink(Instant::now()).is_some() {}
+        while b.poll_downlink().is_some() {}
         let mut sent = 0;
         for _ in 0..4 {
             let t = b.next_tick().unwrap();
@@ -708,29 +717,35 @@ mod tests {
         b.on_connected(now);
         // 1 s of audio in one chunk.
         let pcm: Vec<u8> = (0..48_000).flat_map(|_| 1000i16.to_le_bytes()).collect();
-        down.try_send(Downlink {
-            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
-                pcm: pcm.into(),
-                item_id: "item-1".into(),
-            })),
-        })
+        down.try_send(
+            Downlink {
+                kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                    pcm: pcm.into(),
+                    item_id: "item-1".into(),
+                })),
+            }
+            .into(),
+        )
         .unwrap();
         let mut t = now;
         let mut sent = 0;
         for _ in 0..10 {
             t = b.next_tick().unwrap();
-            while b.poll_downlink(Instant::now()).is_some() {}
+            while b.poll_downlink().is_some() {}
             if b.tick(t).is_some() {
                 sent += 1;
             }
         }
         assert_eq!(sent, 10, "one frame per tick, no burst");
-        down.try_send(Downlink {
-            kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
-        })
+        down.try_send(
+            Downlink {
+                kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
+            }
+            .into(),
+        )
         .unwrap();
         let t = b.next_tick().unwrap().max(t);
-        while b.poll_downlink(Instant::now()).is_some() {}
+        while b.poll_downlink().is_some() {}
         assert!(b.tick(t).is_none(), "nothing plays after clear");
         let cleared = std::iter::from_fn(|| up.try_recv().ok())
             .find_map(|m| match m.kind {
@@ -763,19 +778,22 @@ mod tests {
                 (((t * 220.0 * std::f32::consts::TAU).sin() * 8000.0) as i16).to_le_bytes()
             })
             .collect();
-        down.try_send(Downlink {
-            kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
-                pcm: pcm.into(),
-                item_id: "item".into(),
-            })),
-        })
+        down.try_send(
+            Downlink {
+                kind: Some(downlink::Kind::Audio(voxgate_proto::bridge::AudioChunk {
+                    pcm: pcm.into(),
+                    item_id: "item".into(),
+                })),
+            }
+            .into(),
+        )
         .unwrap();
         let mut decoder = opus::Decoder::new(rate, opus::Channels::Mono).unwrap();
         let mut out = vec![0i16; 5760];
         let mut configs = Vec::new();
         for _ in 0..20 {
             let t = b.next_tick().unwrap();
-            while b.poll_downlink(Instant::now()).is_some() {}
+            while b.poll_downlink().is_some() {}
             let (packet, _) = b.tick(t).expect("a frame per tick");
             let n = decoder.decode(packet, &mut out, false).expect("decodes");
             assert_eq!(n, (rate / 50) as usize, "20 ms per frame");
@@ -897,6 +915,40 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_onset_counts_from_when_its_audio_was_queued_not_from_the_tick_that_drained_it() {
+        let t0 = Instant::now();
+        let mut b = AudioBridge::new("s".into(), SETTINGS);
+        let (ep, _up, down) = owner(16_000);
+        b.attach_owner(ep, t0, &Default::default()).unwrap();
+        b.on_connected(t0);
+        // The caller paused: the watch arms; the downlink stays quiet for 200 ms.
+        let armed = b.next_tick().unwrap();
+        b.watch_for_reply(armed, true);
+        let mut t = armed;
+        while t < armed + Duration::from_millis(200) {
+            while b.poll_downlink().is_some() {}
+            assert!(b.tick(t).is_none());
+            t = b.next_tick().unwrap();
+        }
+        // The reply entered the queue 13 ms before the tick that drains and sends it.
+        let queued_at = t - Duration::from_millis(13);
+        let reply = QueuedDownlink {
+            queued_at,
+            msg: chunk(1_600, 3_000, "reply"),
+        };
+        down.try_send(reply).unwrap();
+        while b.poll_downlink().is_some() {}
+        assert!(b.tick(t).is_some());
+        let onset = b.take_reply_onset().expect("the reply's first loud frame");
+        assert_eq!(
+            onset.queued_at, queued_at,
+            "the queue's stamp, not the drain"
+        );
+        assert_eq!(onset.sent_at, t);
+        assert!(b.take_reply_onset().is_none(), "one onset per turn");
+    }
+
+    #[test]
     fn a_downlink_tap_hears_each_frame_sent_with_its_time_and_the_clear_and_others_do_not() {
         let t0 = Instant::now();
         let mut b = AudioBridge::new("s".into(), SETTINGS);
@@ -910,27 +962,30 @@ mod tests {
         b.add_tap(subscriber(lis_tx, false)).unwrap();
         // 50 ms of the backend's audio (two frames and a padded tail), then silence, then a
         // clear of a second item while it plays.
-        down.try_send(chunk(800, 1000, "a")).unwrap();
+        down.try_send(chunk(800, 1000, "a").into()).unwrap();
         let mut sent = Vec::new();
         for _ in 0..6 {
             let t = b.next_tick().unwrap();
-            while b.poll_downlink(Instant::now()).is_some() {}
+            while b.poll_downlink().is_some() {}
             if let Some((_, ts)) = b.tick(t) {
                 sent.push((t, ts));
             }
         }
-        down.try_send(chunk(16_000, -500, "b")).unwrap();
+        down.try_send(chunk(16_000, -500, "b").into()).unwrap();
         for _ in 0..2 {
             let t = b.next_tick().unwrap();
-            while b.poll_downlink(Instant::now()).is_some() {}
+            while b.poll_downlink().is_some() {}
             sent.extend(b.tick(t).map(|(_, ts)| (t, ts)));
         }
-        down.try_send(Downlink {
-            kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
-        })
+        down.try_send(
+            Downlink {
+                kind: Some(downlink::Kind::Clear(voxgate_proto::bridge::Clear {})),
+            }
+            .into(),
+        )
         .unwrap();
         let t = b.next_tick().unwrap();
-        while b.poll_downlink(Instant::now()).is_some() {}
+        while b.poll_downlink().is_some() {}
         assert!(b.tick(t).is_none());
         assert_eq!(sent.len(), 5, "three frames of a, two of b");
 
@@ -1001,14 +1056,17 @@ mod tests {
                 data: p.clone().into(),
                 ..Default::default()
             };
-            down.try_send(Downlink {
-                kind: Some(downlink::Kind::Opus(msg)),
-            })
+            down.try_send(
+                Downlink {
+                    kind: Some(downlink::Kind::Opus(msg)),
+                }
+                .into(),
+            )
             .unwrap();
         }
         for _ in 0..4 {
             let t = b.next_tick().unwrap();
-            while b.poll_downlink(Instant::now()).is_some() {}
+            while b.poll_downlink().is_some() {}
             assert!(b.tick(t).is_some());
         }
         let got: Vec<Uplink> = std::iter::from_fn(|| rec.try_recv().ok()).collect();

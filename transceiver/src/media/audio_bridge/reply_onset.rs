@@ -4,7 +4,8 @@
 //!
 //! Armed by the session when the caller pauses and disarmed when it speaks again, so it works
 //! only between the two (about a second per turn). While armed it keeps when each queued run of
-//! audio arrived (a short ring; positions in samples played, the pacer's count), and looks at
+//! audio entered the session's downlink queue (the gRPC edge's stamp, `QueuedDownlink`; a short
+//! ring; positions in samples played, the pacer's count), and looks at
 //! each frame sent: loud when its mean square reaches [`LOUD_DBFS`] (PCM owners; the web
 //! client's threshold), always for a passthrough owner's packets (they are not decoded). The
 //! quiet gap keeps an echo of the caller's own speech tail, or a reply that overlapped the

@@ -14,6 +14,7 @@ use voxgate_proto::stun_username::{looks_like_stun, server_ufrag};
 use voxgate_testkit::{ClientSession, SessionConfig};
 
 use super::*;
+use crate::media::audio_bridge::QueuedDownlink;
 use crate::media::audio_bridge::{
     CoarseTicks, EncoderSettings, OpusApplication, OwnerEndpoints, OwnerUplink, TapSubscriber,
     TickGrid, UPLINK_QUEUE,
@@ -303,7 +304,7 @@ impl Rig {
                     ..OpusPacket::default()
                 })),
             };
-            down_tx.try_send(opus).expect("room");
+            down_tx.try_send(opus.into()).expect("room");
         }
         let endpoints = OwnerEndpoints {
             uplink: OwnerUplink::Stream(up_tx),
@@ -349,7 +350,7 @@ impl Rig {
 /// The backend's ends of an owner's queues (kept open while the test runs).
 struct Backend {
     _uplink: mpsc::Receiver<Uplink>,
-    _downlink: mpsc::Sender<Downlink>,
+    _downlink: mpsc::Sender<QueuedDownlink>,
 }
 
 /// `bytes` behind a relay header towards the transceiver, for client `client`.
