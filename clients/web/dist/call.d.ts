@@ -4,7 +4,8 @@ import type { ReconnectOptions } from "./reconnect";
 import { type LivenessOptions } from "./liveness";
 import { Signaling } from "./signaling";
 import { type CallStats } from "./stats";
-import { type TurnLatency, type TurnReport } from "./turns";
+import { type LevelTapFactory } from "./turn_timing";
+import type { TurnLatency, TurnReport } from "./turns";
 export type CallEvents = {
     state: [CallState];
     message: [unknown];
@@ -28,23 +29,6 @@ export interface Peer {
     channel: RTCDataChannel;
     turns?: RTCDataChannel | null;
 }
-/** A running level sampler (see `LevelTapFactory`). */
-export interface LevelTap {
-    close(): void;
-}
-/**
- * Starts sampling the microphone and the reply (whatever track `remote` holds now) every 10 ms:
- * `onSample(performance.now(), micDbfs, remoteDbfs)`, RMS levels of the last ~10 ms.
- */
-export type LevelTapFactory = (mic: MediaStream, remote: MediaStream, onSample: (tMs: number, micDbfs: number, remoteDbfs: number) => void) => LevelTap;
-/**
- * The browser's LevelTap: one AudioContext, an AnalyserNode (512 samples) on the microphone and
- * one on the reply's current track, polled every 10 ms. Chromium feeds a remote WebRTC track to
- * WebAudio only while a media element plays it too (the app's `<audio>`, which it has anyway
- * to hear the reply); the context is resumed until it runs (a page without a user gesture may
- * keep it suspended: no samples then, no turns).
- */
-export declare const webAudioTap: LevelTapFactory;
 /** What the call needs from its creator (see `connect`). */
 export interface CallParts {
     pc: RTCPeerConnection;
@@ -90,10 +74,7 @@ export declare class Call extends Emitter<CallEvents> {
     private channel;
     private turns;
     private detach;
-    private readonly detector;
-    /** The receive-delay counters at the last report, of the current connection. */
-    private delays;
-    private tap;
+    private readonly turnTimer;
     /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
     private pending;
     private location;
@@ -180,14 +161,6 @@ export declare class Call extends Emitter<CallEvents> {
     /** Ended, or ending at the app's request: a resume under way stops. */
     private aborted;
     private onMessage;
-    private startTurnTiming;
-    private onLevels;
-    /** The RTP timestamp of the reply's most recently played packet (null if none yet). */
-    private playingRtpTimestamp;
-    /** Sends a turn's report with the receive delays since the last one, and emits it. */
-    private reportTurn;
-    /** The turns channel carries the transceiver's splits only; anything else is dropped. */
-    private onTurnsMessage;
     /** Ends the call once: closes everything and emits `state` then `ended`. */
     private finish;
 }

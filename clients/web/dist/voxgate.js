@@ -927,7 +927,7 @@ function parseTurnLatency(data) {
   return { turn: o.turn, totalMs: o.total_ms, parts };
 }
 
-// src/call.ts
+// src/turn_timing.ts
 var webAudioTap = (mic, remote, onSample) => {
   const ctx = new AudioContext();
   const analyser = () => {
@@ -975,6 +975,92 @@ var webAudioTap = (mic, remote, onSample) => {
     }
   };
 };
+var TurnTiming = class {
+  constructor(sink, remoteStream, levelTap = webAudioTap) {
+    this.sink = sink;
+    this.remoteStream = remoteStream;
+    this.levelTap = levelTap;
+    this.detector = new TurnDetector();
+    /** The receive-delay counters at the last report, of the current connection. */
+    this.delays = new ReceiveDelays();
+    this.tap = null;
+    this.pc = null;
+    this.turns = null;
+  }
+  /** The call's connection is now `pc` (with its turns channel): starts over; returns what
+   * removes its listener. */
+  adopt(pc, turns) {
+    this.pc = pc;
+    this.turns = turns;
+    this.detector.reset();
+    this.delays = new ReceiveDelays();
+    const onTurns = (e) => this.onTurnsMessage(e.data);
+    turns?.addEventListener("message", onTurns);
+    return () => turns?.removeEventListener("message", onTurns);
+  }
+  /** Starts sampling `mic` (once; not without a mic track). */
+  start(mic) {
+    if (this.tap || this.sink.ended() || !mic || mic.getAudioTracks().length === 0) return;
+    try {
+      this.tap = this.levelTap(mic, this.remoteStream, (t, m, r) => this.onLevels(t, m, r));
+    } catch (e) {
+      console.debug("voxgate: no turn timing", e);
+    }
+  }
+  close() {
+    this.tap?.close();
+    this.tap = null;
+  }
+  onLevels(tMs, micDbfs, remoteDbfs) {
+    const spoke = this.detector.mic(tMs, micDbfs);
+    const rtp = remoteDbfs >= VOICED_DBFS && this.detector.watching ? this.playingRtpTimestamp() : null;
+    const heard = this.detector.remote(tMs, remoteDbfs, rtp);
+    for (const turn of [spoke, heard]) if (turn) void this.reportTurn(turn);
+  }
+  /** The RTP timestamp of the reply's most recently played packet (null if none yet). */
+  playingRtpTimestamp() {
+    try {
+      const receiver = this.pc?.getReceivers().find((r) => r.track?.kind === "audio");
+      let latest = null;
+      for (const s of receiver?.getSynchronizationSources() ?? []) {
+        if (!latest || s.timestamp > latest.timestamp) latest = s;
+      }
+      return typeof latest?.rtpTimestamp === "number" ? latest.rtpTimestamp : null;
+    } catch {
+      return null;
+    }
+  }
+  /** Sends a turn's report with the receive delays since the last one, and hands it on. */
+  async reportTurn(turn) {
+    const [pc, counters] = [this.pc, this.delays];
+    if (!pc) return;
+    let delays = { jitterBufferMs: null, playoutMs: null, rttMs: null };
+    try {
+      delays = counters.take(await pc.getStats());
+    } catch {
+    }
+    if (this.sink.ended() || pc !== this.pc) return;
+    const report = turnReportOf(turn, delays);
+    const channel = this.turns;
+    if (channel && channel.readyState === "open") {
+      try {
+        channel.send(reportMessage(report));
+        report.sent = true;
+      } catch {
+      }
+    }
+    this.sink.report(report);
+  }
+  /** The turns channel carries the transceiver's splits only; anything else is dropped. */
+  onTurnsMessage(data) {
+    if (this.sink.ended()) return;
+    const split = parseTurnLatency(data);
+    if (split) this.sink.turn(split);
+    else console.debug("voxgate: dropped a malformed message on voxgate.turns", data);
+  }
+};
+
+// src/call.ts
 var isUp = (ice) => ice === "connected" || ice === "completed";
 var MAX_QUEUED_WHILE_RESUMING = 256;
 function closePeer(peer) {
@@ -1001,10 +1087,6 @@ var Call = class extends Emitter {
     this.turns = null;
     this.detach = () => {
     };
-    this.detector = new TurnDetector();
-    /** The receive-delay counters at the last report, of the current connection. */
-    this.delays = new ReceiveDelays();
-    this.tap = null;
     /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
     this.pending = null;
     this.location = "";
@@ -1023,6 +1105,12 @@ var Call = class extends Emitter {
     this.flow = new Continuity(p.reconnect);
     this.live = new Liveness(p.liveness ?? {});
     this.remoteStream = new MediaStream();
+    const sink = {
+      turn: (split) => this.emit("turn", split),
+      report: (report) => this.emit("turnReport", report),
+      ended: () => this.ended()
+    };
+    this.turnTimer = new TurnTiming(sink, this.remoteStream, p.levelTap);
     this.pc = p.pc;
     this.channel = p.channel;
     this.adopt({ pc: p.pc, channel: p.channel, turns: p.turns });
@@ -1034,11 +1122,7 @@ var Call = class extends Emitter {
     this.pc = peer.pc;
     this.channel = peer.channel;
     this.turns = peer.turns ?? null;
-    this.detector.reset();
-    this.delays = new ReceiveDelays();
-    const turns = this.turns;
-    const onTurns = (e) => this.onTurnsMessage(e.data);
-    turns?.addEventListener("message", onTurns);
+    const detachTurns = this.turnTimer.adopt(peer.pc, this.turns);
     const onTrack = (e) => {
       for (const t of this.remoteStream.getTracks()) {
         if (t.kind === e.track.kind && t !== e.track) this.remoteStream.removeTrack(t);
@@ -1056,7 +1140,7 @@ var Call = class extends Emitter {
       peer.pc.removeEventListener("iceconnectionstatechange", onIce);
       peer.channel.removeEventListener("message", onMessage);
       peer.channel.removeEventListener("open", onIce);
-      turns?.removeEventListener("message", onTurns);
+      detachTurns();
     };
   }
   get state() {
@@ -1096,7 +1180,7 @@ var Call = class extends Emitter {
       this.finish("failed");
       throw e;
     }
-    this.startTurnTiming();
+    if (this.p.turnTiming) this.turnTimer.start(this.p.micStream);
   }
   /**
    * Sends a message on the data channel (objects as JSON). While the call resumes, messages are
@@ -1510,62 +1594,6 @@ var Call = class extends Emitter {
     }
     this.emit("message", parsed);
   }
-  // ---- turn timing (turns.ts) --------------------------------------------------------------
-  startTurnTiming() {
-    const mic = this.p.micStream;
-    if (!this.p.turnTiming || this.tap || this.ended() || !mic || mic.getAudioTracks().length === 0) return;
-    try {
-      this.tap = (this.p.levelTap ?? webAudioTap)(mic, this.remoteStream, (t, m, r) => this.onLevels(t, m, r));
-    } catch (e) {
-      console.debug("voxgate: no turn timing", e);
-    }
-  }
-  onLevels(tMs, micDbfs, remoteDbfs) {
-    const spoke = this.detector.mic(tMs, micDbfs);
-    const rtp = remoteDbfs >= VOICED_DBFS && this.detector.watching ? this.playingRtpTimestamp() : null;
-    const heard = this.detector.remote(tMs, remoteDbfs, rtp);
-    for (const turn of [spoke, heard]) if (turn) void this.reportTurn(turn);
-  }
-  /** The RTP timestamp of the reply's most recently played packet (null if none yet). */
-  playingRtpTimestamp() {
-    try {
-      const receiver = this.pc.getReceivers().find((r) => r.track?.kind === "audio");
-      let latest = null;
-      for (const s of receiver?.getSynchronizationSources() ?? []) {
-        if (!latest || s.timestamp > latest.timestamp) latest = s;
-      }
-      return typeof latest?.rtpTimestamp === "number" ? latest.rtpTimestamp : null;
-    } catch {
-      return null;
-    }
-  }
-  /** Sends a turn's report with the receive delays since the last one, and emits it. */
-  async reportTurn(turn) {
-    const [pc, counters] = [this.pc, this.delays];
-    let delays = { jitterBufferMs: null, playoutMs: null, rttMs: null };
-    try {
-      delays = counters.take(await pc.getStats());
-    } catch {
-    }
-    if (this.ended() || pc !== this.pc) return;
-    const report = turnReportOf(turn, delays);
-    const channel = this.turns;
-    if (channel && channel.readyState === "open") {
-      try {
-        channel.send(reportMessage(report));
-        report.sent = true;
-      } catch {
-      }
-    }
-    this.emit("turnReport", report);
-  }
-  /** The turns channel carries the transceiver's splits only; anything else is dropped. */
-  onTurnsMessage(data) {
-    if (this.ended()) return;
-    const split = parseTurnLatency(data);
-    if (split) this.emit("turn", split);
-    else console.debug("voxgate: dropped a malformed message on voxgate.turns", data);
-  }
   /** Ends the call once: closes everything and emits `state` then `ended`. */
   finish(reason) {
     if (!this.sm.end(reason)) return false;
@@ -1577,8 +1605,7 @@ var Call = class extends Emitter {
     this.liveTimer = null;
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.refreshTimer = null;
-    this.tap?.close();
-    this.tap = null;
+    this.turnTimer.close();
     for (const u of this.unhook.splice(0)) u();
     if (this.pending) closePeer(this.pending);
     this.pending = null;
@@ -1653,6 +1680,7 @@ export {
   Signaling,
   TURNS_LABEL,
   TurnDetector,
+  TurnTiming,
   VOICED_DBFS,
   VoxgateError,
   connect,

@@ -16,10 +16,8 @@
 // nothing of it reaches the call any more; `remoteStream` stays the same object, its track
 // replaced by the new connection's.
 //
-// Turn timing (turns.ts): while connected, the microphone and the reply are sampled every 10 ms
-// through WebAudio (a LevelTap) into a TurnDetector; each turn found goes to the transceiver as
-// a `turn.report` on the connection's `voxgate.turns` channel, and its `turn.latency` answer is
-// the `turn` event. The detector and the receive-delay counters start again on a new connection.
+// Turn timing (turn_timing.ts) starts once connected and follows each new connection; its
+// splits are the `turn` event, its reports the `turnReport` event.
 
 import { Emitter } from "./emitter";
 import { VoxgateError } from "./errors";
@@ -30,19 +28,8 @@ import { Liveness, probeResultOf, type LivenessOptions, type ProbeResult } from 
 import { RefreshSchedule } from "./refresh";
 import { Signaling, sessionIdOf, type ResumeCredential } from "./signaling";
 import { receivedTotal, summarise, type CallStats } from "./stats";
-import {
-  ReceiveDelays,
-  TurnDetector,
-  VOICED_DBFS,
-  levelDbfs,
-  parseTurnLatency,
-  reportMessage,
-  turnReportOf,
-  type Delays,
-  type HeardTurn,
-  type TurnLatency,
-  type TurnReport,
-} from "./turns";
+import { TurnTiming, type LevelTapFactory } from "./turn_timing";
+import type { TurnLatency, TurnReport } from "./turns";
 
 export type CallEvents = {
   state: [CallState];
@@ -69,75 +56,6 @@ export interface Peer {
   channel: RTCDataChannel;
   turns?: RTCDataChannel | null;
 }
-
-/** A running level sampler (see `LevelTapFactory`). */
-export interface LevelTap {
-  close(): void;
-}
-
-/**
- * Starts sampling the microphone and the reply (whatever track `remote` holds now) every 10 ms:
- * `onSample(performance.now(), micDbfs, remoteDbfs)`, RMS levels of the last ~10 ms.
- */
-export type LevelTapFactory = (
-  mic: MediaStream,
-  remote: MediaStream,
-  onSample: (tMs: number, micDbfs: number, remoteDbfs: number) => void,
-) => LevelTap;
-
-/**
- * The browser's LevelTap: one AudioContext, an AnalyserNode (512 samples) on the microphone and
- * one on the reply's current track, polled every 10 ms. Chromium feeds a remote WebRTC track to
- * WebAudio only while a media element plays it too (the app's `<audio>`, which it has anyway
- * to hear the reply); the context is resumed until it runs (a page without a user gesture may
- * keep it suspended: no samples then, no turns).
- */
-export const webAudioTap: LevelTapFactory = (mic, remote, onSample) => {
-  const ctx = new AudioContext();
-  const analyser = () => {
-    const a = ctx.createAnalyser();
-    a.fftSize = 512;
-    return a;
-  };
-  const [micAnalyser, remoteAnalyser] = [analyser(), analyser()];
-  const micSource = ctx.createMediaStreamSource(mic);
-  micSource.connect(micAnalyser);
-  const buf = new Float32Array(512);
-  const level = (a: AnalyserNode) => {
-    a.getFloatTimeDomainData(buf);
-    return levelDbfs(buf);
-  };
-  let track: MediaStreamTrack | null = null;
-  let source: MediaStreamAudioSourceNode | null = null;
-  let resumedAt = -Infinity;
-  const timer = setInterval(() => {
-    const t = performance.now();
-    if (ctx.state === "suspended") {
-      if (t - resumedAt >= 1000) {
-        resumedAt = t;
-        ctx.resume().catch(() => {});
-      }
-      return;
-    }
-    // The reply's track changes when the call resumes on a new connection: follow it.
-    const now = remote.getAudioTracks()[0] ?? null;
-    if (now !== track) {
-      source?.disconnect();
-      source = now ? ctx.createMediaStreamSource(new MediaStream([now])) : null;
-      source?.connect(remoteAnalyser);
-      track = now;
-    }
-    onSample(t, level(micAnalyser), source ? level(remoteAnalyser) : -Infinity);
-  }, 10);
-  return {
-    close() {
-      clearInterval(timer);
-      micSource.disconnect();
-      source?.disconnect();
-      ctx.close().catch(() => {});
-    },
-  };
-};
 
 /** What the call needs from its creator (see `connect`). */
 export interface CallParts {
@@ -198,10 +116,7 @@ export class Call extends Emitter<CallEvents> {
   private channel: RTCDataChannel;
   private turns: RTCDataChannel | null = null;
   private detach: () => void = () => {};
-  private readonly detector = new TurnDetector();
-  /** The receive-delay counters at the last report, of the current connection. */
-  private delays = new ReceiveDelays();
-  private tap: LevelTap | null = null;
+  private readonly turnTimer: TurnTiming;
   /** A resume's PeerConnection before its 201 (closed if the call ends meanwhile). */
   private pending: Peer | null = null;
   private location = "";
@@ -223,6 +138,12 @@ export class Call extends Emitter<CallEvents> {
     this.flow = new Continuity(p.reconnect);
     this.live = new Liveness(p.liveness ?? {});
     this.remoteStream = new MediaStream();
+    const sink = {
+      turn: (split: TurnLatency) => this.emit("turn", split),
+      report: (report: TurnReport) => this.emit("turnReport", report),
+      ended: () => this.ended(),
+    };
+    this.turnTimer = new TurnTiming(sink, this.remoteStream, p.levelTap);
     this.pc = p.pc;
     this.channel = p.channel;
     this.adopt({ pc: p.pc, channel: p.channel, turns: p.turns });
@@ -235,11 +156,7 @@ export class Call extends Emitter<CallEvents> {
     this.pc = peer.pc;
     this.channel = peer.channel;
     this.turns = peer.turns ?? null;
-    this.detector.reset();
-    this.delays = new ReceiveDelays();
-    const turns = this.turns;
-    const onTurns = (e: MessageEvent) => this.onTurnsMessage(e.data);
-    turns?.addEventListener("message", onTurns);
+    const detachTurns = this.turnTimer.adopt(peer.pc, this.turns);
     const onTrack = (e: RTCTrackEvent) => {
       for (const t of this.remoteStream.getTracks()) {
         if (t.kind === e.track.kind && t !== e.track) this.remoteStream.removeTrack(t);
@@ -257,7 +174,7 @@ export class Call extends Emitter<CallEvents> {
       peer.pc.removeEventListener("iceconnectionstatechange", onIce);
       peer.channel.removeEventListener("message", onMessage);
       peer.channel.removeEventListener("open", onIce);
-      turns?.removeEventListener("message", onTurns);
+      detachTurns();
     };
   }
 
@@ -299,7 +216,7 @@ export class Call extends Emitter<CallEvents> {
       this.finish("failed");
       throw e;
     }
-    this.startTurnTiming();
+    if (this.p.turnTiming) this.turnTimer.start(this.p.micStream);
   }
 
   /**
@@ -757,72 +674,6 @@ export class Call extends Emitter<CallEvents> {
     this.emit("message", parsed);
   }
 
-  // ---- turn timing (turns.ts) --------------------------------------------------------------
-
-  private startTurnTiming(): void {
-    const mic = this.p.micStream;
-    if (!this.p.turnTiming || this.tap || this.ended() || !mic || mic.getAudioTracks().length === 0) return;
-    try {
-      this.tap = (this.p.levelTap ?? webAudioTap)(mic, this.remoteStream, (t, m, r) => this.onLevels(t, m, r));
-    } catch (e) {
-      console.debug("voxgate: no turn timing", e);
-    }
-  }
-
-  private onLevels(tMs: number, micDbfs: number, remoteDbfs: number): void {
-    const spoke = this.detector.mic(tMs, micDbfs);
-    // The packet playing matters only at a sample that may be the onset.
-    const rtp = remoteDbfs >= VOICED_DBFS && this.detector.watching ? this.playingRtpTimestamp() : null;
-    const heard = this.detector.remote(tMs, remoteDbfs, rtp);
-    for (const turn of [spoke, heard]) if (turn) void this.reportTurn(turn);
-  }
-
-  /** The RTP timestamp of the reply's most recently played packet (null if none yet). */
-  private playingRtpTimestamp(): number | null {
-    try {
-      const receiver = this.pc.getReceivers().find((r) => r.track?.kind === "audio");
-      let latest: { timestamp: number; rtpTimestamp?: unknown } | null = null;
-      for (const s of receiver?.getSynchronizationSources() ?? []) {
-        if (!latest || s.timestamp > latest.timestamp) latest = s;
-      }
-      return typeof latest?.rtpTimestamp === "number" ? latest.rtpTimestamp : null;
-    } catch {
-      return null;
-    }
-  }
-
-  /** Sends a turn's report with the receive delays since the last one, and emits it. */
-  private async reportTurn(turn: HeardTurn): Promise<void> {
-    const [pc, counters] = [this.pc, this.delays];
-    let delays: Delays = { jitterBufferMs: null, playoutMs: null, rttMs: null };
-    try {
-      delays = counters.take((await pc.getStats()) as unknown as { values(): Iterable<never> });
-    } catch {
-      // Reported without them.
-    }
-    // A new connection meanwhile: the turn was the old session's, the new one cannot match it.
-    if (this.ended() || pc !== this.pc) return;
-    const report = turnReportOf(turn, delays);
-    const channel = this.turns;
-    if (channel && channel.readyState === "open") {
-      try {
-        channel.send(reportMessage(report));
-        report.sent = true;
-      } catch {
-        // Closing: the report is lost with the connection.
-      }
-    }
-    this.emit("turnReport", report);
-  }
-
-  /** The turns channel carries the transceiver's splits only; anything else is dropped. */
-  private onTurnsMessage(data: unknown): void {
-    if (this.ended()) return;
-    const split = parseTurnLatency(data);
-    if (split) this.emit("turn", split);
-    else console.debug("voxgate: dropped a malformed message on voxgate.turns", data);
-  }
-
   /** Ends the call once: closes everything and emits `state` then `ended`. */
   private finish(reason: EndReason): boolean {
     if (!this.sm.end(reason)) return false;
@@ -834,8 +685,7 @@ export class Call extends Emitter<CallEvents> {
     this.liveTimer = null;
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.refreshTimer = null;
-    this.tap?.close();
-    this.tap = null;
+    this.turnTimer.close();
     for (const u of this.unhook.splice(0)) u();
     if (this.pending) closePeer(this.pending);
     this.pending = null;

@@ -12,7 +12,8 @@ import type { ReconnectOptions } from "./reconnect";
 import { Signaling, type Fetch } from "./signaling";
 import { TURNS_LABEL } from "./turns";
 
-export { Call, webAudioTap, type CallEvents, type LevelTap, type LevelTapFactory, type Resumed } from "./call";
+export { Call, type CallEvents, type Resumed } from "./call";
+export { TurnTiming, webAudioTap, type LevelTap, type LevelTapFactory, type TurnTimingSink } from "./turn_timing";
 export {
   Continuity,
   restartResultOf,

@@ -3,7 +3,8 @@
 // channel against fake WebRTC objects (headless Chromium runs the real analysers).
 
 import { describe, expect, it, vi } from "vitest";
-import { Call, type LevelTapFactory, type Peer } from "../src/call";
+import { Call, type Peer } from "../src/call";
+import type { LevelTapFactory } from "../src/turn_timing";
 import { Signaling } from "../src/signaling";
 import {
   ReceiveDelays,
