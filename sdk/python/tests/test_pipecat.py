@@ -27,6 +27,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  #
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from voxgate_harness.audio import dominant_hz, rms, tone  # noqa: E402
 from voxgate_harness.caller import Caller  # noqa: E402
+from voxgate_harness.pipecat_frames import Recorder  # noqa: E402
 from voxgate_harness.transceiver import Transceiver  # noqa: E402
 
 import voxgate  # noqa: E402
@@ -120,21 +121,6 @@ async def test_minimal_pipeline_echoes_audio_and_messages_and_clears_on_interrup
             assert caller.heard_seconds(after=stop + 0.3) == 0, "the reply kept playing"
         finally:
             server.cancel()
-
-
-class Recorder(FrameProcessor):
-    """Notes the frames of the kinds it is asked about, passes everything on."""
-
-    def __init__(self, kinds: tuple[type[Frame], ...]) -> None:
-        super().__init__()
-        self.kinds = kinds
-        self.seen: list[Frame] = []
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if isinstance(frame, self.kinds):
-            self.seen.append(frame)
-        await self.push_frame(frame, direction)
 
 
 async def test_the_transport_reports_the_connection_and_ends_the_pipeline_when_the_call_ends(

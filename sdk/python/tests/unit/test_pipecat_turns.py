@@ -10,31 +10,16 @@ import pytest
 
 pytest.importorskip("pipecat", reason="the [pipecat] extra is not installed")
 
-from pipecat.frames.frames import ClientConnectedFrame, Frame  # noqa: E402
+from pipecat.frames.frames import ClientConnectedFrame  # noqa: E402
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 from test_call import FakeTransport, event, make_call, turn  # noqa: E402
+from voxgate_harness.pipecat_frames import Recorder  # noqa: E402
 
 import voxgate  # noqa: E402
 from voxgate._proto import voxgate_pb2 as pb  # noqa: E402
 from voxgate.pipecat import CallQualityFrame, CallTurnFrame, VoxgateTransport  # noqa: E402
-
-
-class Recorder(FrameProcessor):
-    """Notes the frames of the kinds it is asked about, passes everything on."""
-
-    def __init__(self, kinds: tuple[type[Frame], ...]) -> None:
-        super().__init__()
-        self.kinds = kinds
-        self.seen: list[Frame] = []
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if isinstance(frame, self.kinds):
-            self.seen.append(frame)
-        await self.push_frame(frame, direction)
 
 
 async def until(condition, what: str, timeout: float = 5.0) -> None:
