@@ -131,6 +131,10 @@ async def measure_turn(caller: Caller, utterance: bytes, timeout: float = 60.0) 
     arrivals = caller.packet_arrivals()
     first = next(i for i, a in enumerate(arrivals) if a > onset)
     arrived = arrivals[first]
+    # Its frame may still be in aiortc's jitter buffer (4 packets at a spurt's start).
+    deadline = time.monotonic() + 5.0
+    while len(caller.heard) <= first and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
     if len(caller.heard) <= first or caller.heard[first].at < arrived:
         raise AssertionError(f"packet {first} and the frames heard do not pair up: "
                              f"{len(caller.heard)} frames for {len(arrivals)} packets")
