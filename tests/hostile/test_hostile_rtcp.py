@@ -18,7 +18,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
 from aiortc.rtp import RtcpReceiverInfo, RtcpRrPacket
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +25,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from voxgate_harness.audio import tone  # noqa: E402
 from voxgate_harness.caller import Caller  # noqa: E402
-from voxgate_harness.transceiver import Transceiver  # noqa: E402
 
 import voxgate  # noqa: E402
 
@@ -114,14 +112,6 @@ def bounded(q: voxgate.Quality | dict) -> None:
         assert d["jitter_ms"] is None or 0 <= d["jitter_ms"] < 5_000, q
         assert d["loss_total"] is None or 0 <= d["loss_total"] <= 1, q
         assert d["mos"] is None or 1 <= d["mos"] <= 4.5, q
-
-
-@pytest.fixture
-def transceiver(tmp_path):
-    t = Transceiver("--grpc-token", TOKEN, log_dir=tmp_path).start()  # one loop: both calls on it
-    yield t
-    t.stop()
-    print(f"--- transceiver log ({t.log_path}) ---\n{t.log_tail(60)}")
 
 
 async def test_lying_rtcp_is_bounded_and_counted_and_the_neighbour_keeps_its_pace(transceiver):

@@ -19,14 +19,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from voxgate_harness.audio import tone  # noqa: E402
 from voxgate_harness.caller import Caller  # noqa: E402
-from voxgate_harness.transceiver import Transceiver  # noqa: E402
 
 import voxgate  # noqa: E402
 
@@ -74,14 +72,6 @@ def dropped(text: str, reason: str) -> float:
 def session(signal_url: str, sid: str) -> dict:
     with urllib.request.urlopen(f"{signal_url}/v1/sessions/{sid}", timeout=5) as r:
         return json.loads(r.read())
-
-
-@pytest.fixture
-def transceiver(tmp_path):
-    t = Transceiver("--grpc-token", TOKEN, log_dir=tmp_path).start()  # one loop: both calls on it
-    yield t
-    t.stop()
-    print(f"--- transceiver log ({t.log_path}) ---\n{t.log_tail(60)}")
 
 
 async def turn(caller: Caller, call: voxgate.Call) -> tuple[float, int, float]:
